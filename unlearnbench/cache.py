@@ -1,0 +1,98 @@
+"""Content-addressed on-disk cache for reference-model work.
+
+Key = sha256 of the canonical JSON of (model fingerprint, data fingerprint,
+operation, parameters, metric-code version). Entries are written atomically
+(temp file + rename) and carry a checksum of their payload; an entry that does
+not verify is recomputed and overwritten, never trusted. Concurrent pytest-xdist
+workers asking for the same key wait on a per-key `flock`, so the work is done
+once and the others read it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from unlearnbench.atomic import atomic_write_bytes
+
+MAGIC = b"UNLEARNBENCH-CACHE-1\n"
+DEFAULT_CACHE_DIR = Path(os.environ.get("UNLEARNBENCH_CACHE_DIR", "~/.cache/unlearnbench")).expanduser()
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    corrupt: int = 0
+
+    def as_dict(self) -> dict:
+        return {"hits": self.hits, "misses": self.misses, "corrupt": self.corrupt}
+
+
+def cache_key(parts: dict) -> str:
+    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Exclusive advisory lock held for the duration of the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class DiskCache:
+    def __init__(self, root: Path | str = DEFAULT_CACHE_DIR):
+        self.root = Path(root).expanduser()
+        self.stats = CacheStats()
+
+    def _path(self, key: str) -> Path:
+        return self.root / "results" / key[:2] / f"{key}.pkl"
+
+    def get_or_compute(self, parts: dict, compute: Callable[[], Any]) -> Any:
+        """The cached value for `parts`, computing and storing it on a miss."""
+        key = cache_key(parts)
+        path = self._path(key)
+        found, value = self._read(path)
+        if found:
+            self.stats.hits += 1
+            return value
+        with file_lock(path.with_suffix(".lock")):
+            found, value = self._read(path)  # another worker may have finished it
+            if found:
+                self.stats.hits += 1
+                return value
+            self.stats.misses += 1
+            value = compute()
+            payload = pickle.dumps({"parts": parts, "value": value}, protocol=pickle.HIGHEST_PROTOCOL)
+            digest = hashlib.sha256(payload).hexdigest().encode()
+            atomic_write_bytes(path, MAGIC + digest + b"\n" + payload)
+        return value
+
+    def _read(self, path: Path) -> tuple[bool, Any]:
+        try:
+            blob = path.read_bytes()
+        except FileNotFoundError:
+            return False, None
+        header_len = len(MAGIC) + 65
+        digest, payload = blob[len(MAGIC) : header_len - 1], blob[header_len:]
+        if not blob.startswith(MAGIC) or hashlib.sha256(payload).hexdigest().encode() != digest:
+            self.stats.corrupt += 1
+            return False, None
+        try:
+            return True, pickle.loads(payload)["value"]
+        except Exception:  # noqa: BLE001 - a verified payload that fails to load is still corrupt
+            self.stats.corrupt += 1
+            return False, None

@@ -1,0 +1,82 @@
+"""`MetricResult` and the statistics every metric shares (SPEC §1)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 0
+
+
+@dataclass
+class MetricResult:
+    """One metric on one checkpoint: JSON-serialisable as it is.
+
+    `per_item` maps item ids to that item's value, so a report can link a
+    score back to its prompt and generation (kept in `details`).
+    """
+
+    name: str
+    value: float
+    n: int
+    ci: tuple[float, float]
+    higher_is_better: bool
+    params: dict[str, Any] = field(default_factory=dict)
+    per_item: dict[str, float] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["ci"] = list(self.ci)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "MetricResult":
+        fields = dict(data)
+        fields["ci"] = tuple(fields["ci"])
+        return cls(**fields)
+
+
+def bootstrap_ci(
+    values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> tuple[float, float]:
+    """95% percentile bootstrap CI of the mean (fixed seed: reports are reproducible)."""
+    data = np.asarray(values, dtype=np.float64)
+    if data.size == 0:
+        raise ValueError("bootstrap CI of an empty sample")
+    if data.size == 1:
+        return float(data[0]), float(data[0])
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def mean_result(
+    name: str,
+    per_item: Mapping[str, float],
+    *,
+    higher_is_better: bool,
+    params: Mapping[str, Any] | None = None,
+    details: Mapping[str, Any] | None = None,
+) -> MetricResult:
+    """A metric whose value is the mean of per-item values, with a bootstrap CI."""
+    if not per_item:
+        raise ValueError(f"metric {name}: no items to average")
+    values = [float(v) for v in per_item.values()]
+    if any(math.isnan(v) for v in values):
+        raise ValueError(f"metric {name}: NaN among per-item values")
+    return MetricResult(
+        name=name,
+        value=float(np.mean(values)),
+        n=len(values),
+        ci=bootstrap_ci(values),
+        higher_is_better=higher_is_better,
+        params=dict(params or {}),
+        per_item={k: float(v) for k, v in per_item.items()},
+        details=dict(details or {}),
+    )

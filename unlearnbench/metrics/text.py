@@ -1,0 +1,23 @@
+"""Text similarity between a generation and its reference (SPEC §1)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1)
+def _rouge_scorer():
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=False)
+
+
+def rouge(reference: str, generation: str) -> dict[str, float]:
+    """ROUGE-1 / ROUGE-L F1 and recall, `rouge_score` with no stemming."""
+    scores = _rouge_scorer().score(reference, generation)
+    return {
+        "rouge1_f1": scores["rouge1"].fmeasure,
+        "rouge1_recall": scores["rouge1"].recall,
+        "rougeL_f1": scores["rougeL"].fmeasure,
+        "rougeL_recall": scores["rougeL"].recall,
+    }

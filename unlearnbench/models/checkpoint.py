@@ -1,0 +1,219 @@
+"""Where a checkpoint lives and whether it is whole, decided without torch.
+
+Everything here is cheap (stat calls, small header reads) so the plugin can
+reject a bad `--model` before any model is loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from unlearnbench.errors import CheckpointError
+
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+# A tokenizer needs at least one of these to be loadable at all.
+TOKENIZER_VOCAB_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True)
+class CheckpointSpec:
+    """A checkpoint as the user named it: `--model NAME=PATH` or `--model PATH`.
+
+    `zoo` names a fixture-zoo recipe instead of a path; its directory is
+    built (or found in the cache) only when the model is first loaded.
+    """
+
+    name: str
+    source: str
+    zoo: str | None = None
+
+    @classmethod
+    def parse(cls, arg: str) -> "CheckpointSpec":
+        name, sep, source = arg.partition("=")
+        if not sep:
+            source, name = arg, ""
+        source = source.strip()
+        if not source:
+            raise CheckpointError(arg, "empty path (use --model PATH or --model NAME=PATH)")
+        if not name:
+            path = Path(source)
+            name = path.stem if path.suffix == ".gguf" else path.name or source
+        return cls(name=name.strip(), source=source)
+
+
+@dataclass(frozen=True)
+class ResolvedCheckpoint:
+    """A validated checkpoint on disk: an HF directory or a single GGUF file."""
+
+    kind: str  # "hf" or "gguf"
+    directory: Path
+    gguf_file: str | None
+    files: tuple[Path, ...] = field(default=())  # the files the fingerprint covers
+
+    @property
+    def display(self) -> str:
+        return str(self.directory / self.gguf_file) if self.gguf_file else str(self.directory)
+
+
+def resolve(source: str) -> ResolvedCheckpoint:
+    """Validate a local path (or resolve a Hub id from the local HF cache)."""
+    path = Path(source).expanduser()
+    if path.exists():
+        return _resolve_local(path)
+    if HUB_ID.match(source) and not source.startswith((".", "/", "~")):
+        return _resolve_local(_hub_snapshot(source))
+    raise CheckpointError(source, "no such file or directory")
+
+
+def _hub_snapshot(repo_id: str) -> Path:
+    """Resolve a Hub id to a local snapshot directory.
+
+    Downloads only when the environment allows it; with HF_HUB_OFFLINE=1 (as in
+    tests and CI) only an already-cached snapshot is accepted.
+    """
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id, allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt"]))
+    except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear message
+        raise CheckpointError(
+            repo_id, f"not a local path, and not resolvable as a Hugging Face Hub id ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _resolve_local(path: Path) -> ResolvedCheckpoint:
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise CheckpointError(path, "a file checkpoint must be a .gguf file; otherwise pass the checkpoint directory")
+        _check_gguf(path)
+        return ResolvedCheckpoint("gguf", path.parent.resolve(), path.name, (path.resolve(),))
+    config = path / "config.json"
+    if not config.is_file():
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return _resolve_local(ggufs[0])
+        raise CheckpointError(path, "no config.json: not a Hugging Face checkpoint directory")
+    try:
+        model_type = json.loads(config.read_text()).get("model_type")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
+        raise CheckpointError(config, f"config.json is not valid JSON ({exc})") from None
+    if not model_type:
+        raise CheckpointError(config, "config.json has no model_type")
+    weights = _weight_files(path)
+    tokenizer = [path / f for f in TOKENIZER_FILES if (path / f).is_file()]
+    if not any(p.name in TOKENIZER_VOCAB_FILES for p in tokenizer):
+        raise CheckpointError(path, f"no tokenizer files (expected one of {', '.join(TOKENIZER_VOCAB_FILES)})")
+    files = (config, *weights, *tokenizer)
+    return ResolvedCheckpoint("hf", path.resolve(), None, tuple(p.resolve() for p in files))
+
+
+def _weight_files(directory: Path) -> list[Path]:
+    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        index = directory / index_name
+        if index.is_file():
+            try:
+                shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+                raise CheckpointError(index, f"unreadable weight index ({exc})") from None
+            paths = [directory / s for s in shards]
+            missing = [p.name for p in paths if not p.is_file()]
+            if missing:
+                raise CheckpointError(index, f"missing weight shards: {', '.join(missing)}")
+            for p in paths:
+                if p.suffix == ".safetensors":
+                    check_safetensors(p)
+            return [index, *paths]
+    single = directory / "model.safetensors"
+    if single.is_file():
+        check_safetensors(single)
+        return [single]
+    legacy = directory / "pytorch_model.bin"
+    if legacy.is_file():
+        return [legacy]
+    raise CheckpointError(directory, f"no weight files (expected one of {', '.join(WEIGHT_FILES)})")
+
+
+def check_safetensors(path: Path) -> None:
+    """Reject a truncated or garbled safetensors file from its header alone."""
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            raise CheckpointError(path, f"truncated safetensors file ({size} bytes, no header)")
+        (header_len,) = struct.unpack("<Q", head)
+        if header_len > size - 8:
+            raise CheckpointError(path, f"corrupt safetensors header (claims {header_len} bytes, file has {size})")
+        try:
+            header = json.loads(fh.read(header_len))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise CheckpointError(path, "corrupt safetensors header (not JSON)") from None
+    ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"]
+    expected = 8 + header_len + max(ends, default=0)
+    if size < expected:
+        raise CheckpointError(path, f"truncated safetensors file: {size} bytes, header needs {expected}")
+
+
+def _check_gguf(path: Path) -> None:
+    with path.open("rb") as fh:
+        if fh.read(4) != b"GGUF":
+            raise CheckpointError(path, "not a GGUF file (bad magic bytes)")
+    try:
+        from gguf import GGUFReader
+    except ImportError:
+        raise CheckpointError(path, "loading GGUF files needs the `gguf` package (pip install gguf)") from None
+    try:
+        GGUFReader(str(path))  # parses every tensor descriptor; fails on truncation
+    except Exception as exc:  # noqa: BLE001 - the reader raises assorted errors on bad files
+        raise CheckpointError(path, f"corrupt GGUF file ({type(exc).__name__}: {exc})") from None
+
+
+def fingerprint(files: tuple[Path, ...], memo_path: Path | None = None) -> str:
+    """sha256 over (name, content digest) of config, weights and tokenizer files.
+
+    Content digests of large weight files are remembered in `memo_path`, keyed
+    by (path, size, mtime), so a sweep does not re-hash gigabytes every run.
+    """
+    memo: dict[str, str] = {}
+    if memo_path is not None and memo_path.is_file():
+        try:
+            memo = json.loads(memo_path.read_text())
+        except (json.JSONDecodeError, OSError):
+            memo = {}
+    outer = hashlib.sha256()
+    changed = False
+    for path in sorted(files, key=lambda p: p.name):
+        st = path.stat()
+        key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
+        digest = memo.get(key)
+        if digest is None:
+            with path.open("rb") as fh:
+                digest = hashlib.file_digest(fh, "sha256").hexdigest()
+            memo[key] = digest
+            changed = True
+        outer.update(f"{path.name}:{digest}\n".encode())
+    if changed and memo_path is not None:
+        from unlearnbench.atomic import atomic_write_text
+
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(memo_path, json.dumps(memo, sort_keys=True))
+    return outer.hexdigest()[:16]
+

@@ -1,0 +1,448 @@
+"""`ModelHandle`: the one place that owns torch.
+
+Loading (HF directory, Hub id, GGUF file), batching with memory back-off,
+teacher-forced scoring in float32, greedy generation with stop strings and a
+reusable prompt-prefix KV cache, and capture / patching of decoder-block
+outputs (the residual stream before the final norm).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from unlearnbench.errors import CheckpointError
+from unlearnbench.models.checkpoint import ResolvedCheckpoint, fingerprint, resolve
+from unlearnbench.models.device import resolve_device, resolve_dtype
+
+# Layer containers of the architectures we know by name; anything else is
+# found by shape (a ModuleList with one entry per hidden layer).
+BLOCK_PATHS = ("model.layers", "transformer.h", "gpt_neox.layers", "model.decoder.layers", "transformer.blocks")
+# CPU has no OOM signal we can catch, so auto batching there budgets the
+# float32 logits (+ log-softmax + probabilities) of one batch up front.
+CPU_LOGITS_BUDGET_BYTES = 1 << 30
+MAX_AUTO_BATCH = 64
+
+
+@dataclass
+class TokenScores:
+    """Teacher-forced scores of the target tokens of one sequence.
+
+    `vocab_mean[t]` = sum_v p_v log p_v and `vocab_var[t]` = sum_v p_v (log p_v)^2
+    - vocab_mean[t]^2 at the position that predicts target t (Min-K%++ needs both).
+    """
+
+    token_ids: np.ndarray
+    logprobs: np.ndarray
+    vocab_mean: np.ndarray | None = None
+    vocab_var: np.ndarray | None = None
+
+
+class ModelHandle:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        *,
+        name: str,
+        source: str,
+        fingerprint: str,
+        batch_size: int | None = None,
+        load_seconds: float = 0.0,
+    ):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.source = source
+        self.fingerprint = fingerprint
+        self.load_seconds = load_seconds
+        self.fixed_batch_size = batch_size
+        self._batch_cap = MAX_AUTO_BATCH
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        self.blocks = find_decoder_blocks(model)
+        self._cache_kwarg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(
+        cls,
+        source: str | ResolvedCheckpoint,
+        *,
+        name: str | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        batch_size: int | None = None,
+        fingerprint_memo: Path | None = None,
+    ) -> "ModelHandle":
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # pytest output is for verdicts, not load bars
+        resolved = source if isinstance(source, ResolvedCheckpoint) else resolve(source)
+        started = time.perf_counter()
+        kwargs = {"gguf_file": resolved.gguf_file} if resolved.gguf_file else {}
+        where = resolved.display
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(resolved.directory), **kwargs)
+            config = AutoConfig.from_pretrained(str(resolved.directory), **kwargs)
+        except Exception as exc:  # noqa: BLE001 - report any loader failure as one line
+            raise CheckpointError(where, f"cannot load tokenizer/config ({type(exc).__name__}: {exc})") from None
+        vocab = getattr(config, "vocab_size", None)
+        if vocab is not None and len(tokenizer) > vocab:
+            raise CheckpointError(
+                where, f"tokenizer mismatch: tokenizer has {len(tokenizer)} tokens, model embeds only {vocab}"
+            )
+        torch_device = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, torch_device, getattr(config, "dtype", None))
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(resolved.directory), dtype=torch_dtype, **kwargs)
+        except Exception as exc:  # noqa: BLE001
+            raise CheckpointError(where, f"cannot load weights ({type(exc).__name__}: {exc})") from None
+        model.to(device=torch_device, dtype=torch_dtype)
+        return cls(
+            model,
+            tokenizer,
+            name=name or Path(where).name,
+            source=where,
+            fingerprint=fingerprint(resolved.files, fingerprint_memo),
+            batch_size=batch_size,
+            load_seconds=time.perf_counter() - started,
+        )
+
+    # --------------------------------------------------------------- properties
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.get_output_embeddings().weight.shape[0]
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "fingerprint": self.fingerprint,
+            "architecture": type(self.model).__name__,
+            "num_layers": self.num_layers,
+            "device": str(self.device),
+            "device_name": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu",
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "load_seconds": round(self.load_seconds, 3),
+        }
+
+    # ----------------------------------------------------------------- tokenize
+    def encode(self, text: str, *, add_special_tokens: bool) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
+
+    def format_chat(self, messages: Sequence[dict], *, add_generation_prompt: bool = True) -> str:
+        from unlearnbench.models.chat import format_chat
+
+        return format_chat(self.tokenizer, messages, add_generation_prompt=add_generation_prompt)
+
+    # ------------------------------------------------------------------ batching
+    def _batch_size(self, seq_len: int, full_vocab_logits: bool) -> int:
+        if self.fixed_batch_size:
+            return self.fixed_batch_size
+        if self.device.type == "cuda":
+            return self._batch_cap
+        per_row = seq_len * (self.vocab_size if full_vocab_logits else 1) * 4 * 3
+        return int(max(1, min(self._batch_cap, CPU_LOGITS_BUDGET_BYTES // max(per_row, 1))))
+
+    def _map_batches(
+        self, lengths: Sequence[int], run: Callable[[list[int]], list], *, full_vocab_logits: bool, extra: int = 0
+    ) -> list:
+        """Run `run(indices)` over length-sorted batches; results in input order.
+
+        On a CUDA out-of-memory error the batch is halved and retried, and the
+        smaller size is kept for the rest of this handle's life.
+        """
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        results: list = [None] * len(lengths)
+        pos = 0
+        while pos < len(order):
+            size = self._batch_size(lengths[order[pos]] + extra, full_vocab_logits)
+            batch = order[pos : pos + size]
+            try:
+                outputs = run(batch)
+            except torch.cuda.OutOfMemoryError:
+                if size == 1 or self.fixed_batch_size:
+                    raise
+                torch.cuda.empty_cache()
+                self._batch_cap = max(1, size // 2)
+                continue
+            for i, out in zip(batch, outputs):
+                results[i] = out
+            pos += len(batch)
+        return results
+
+    def _pad_right(self, sequences: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(s) for s in sequences)
+        ids = torch.full((len(sequences), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(sequences), width), dtype=torch.long)
+        for row, seq in enumerate(sequences):
+            ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+            mask[row, : len(seq)] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    # ------------------------------------------------------------------ scoring
+    @torch.inference_mode()
+    def token_logprobs(
+        self, sequences: Sequence[Sequence[int]], target_starts: Sequence[int], *, vocab_stats: bool = False
+    ) -> list[TokenScores]:
+        """Float32 log p(x_t | x_<t) for t in [start, len) of each sequence."""
+        for seq, start in zip(sequences, target_starts):
+            if not 1 <= start <= len(seq):
+                raise ValueError(f"target start {start} outside 1..{len(seq)} (the first token has no prediction)")
+
+        def run(batch: list[int]) -> list[TokenScores]:
+            ids, mask = self._pad_right([sequences[i] for i in batch])
+            logits = self.model(input_ids=ids, attention_mask=mask).logits
+            out = []
+            for row, i in enumerate(batch):
+                start, end = target_starts[i], len(sequences[i])
+                # Gather only this row's predicting positions before the
+                # float32 log-softmax: memory stays at (targets x vocab).
+                logp = torch.log_softmax(logits[row, start - 1 : end - 1].float(), dim=-1)
+                targets = ids[row, start:end]
+                scores = TokenScores(
+                    token_ids=targets.cpu().numpy(),
+                    logprobs=logp.gather(-1, targets[:, None])[:, 0].cpu().numpy(),
+                )
+                if vocab_stats:
+                    p = logp.exp()
+                    mean = (p * logp).sum(-1)
+                    second = (p * logp.square()).sum(-1)
+                    scores.vocab_mean = mean.cpu().numpy()
+                    scores.vocab_var = (second - mean.square()).clamp_min(0).cpu().numpy()
+                out.append(scores)
+            return out
+
+        return self._map_batches([len(s) for s in sequences], run, full_vocab_logits=True)
+
+    def score_continuations(
+        self, contexts: Sequence[str], continuations: Sequence[str], *, vocab_stats: bool = False
+    ) -> list[TokenScores]:
+        """Scores of each continuation's tokens given its context.
+
+        Context and continuation are tokenized separately (as lm-evaluation-
+        harness does) so the scored tokens are exactly the continuation's. With
+        an empty context and a tokenizer that adds no BOS, the first token has
+        nothing to condition on and is not scored.
+        """
+        sequences, starts = [], []
+        for context, continuation in zip(contexts, continuations, strict=True):
+            ctx = self.encode(context, add_special_tokens=True) if context else self._bos()
+            cont = self.encode(continuation, add_special_tokens=False)
+            if not cont:
+                raise ValueError(f"empty continuation for context {context[:40]!r}")
+            start = max(len(ctx), 1)
+            sequences.append(ctx + cont)
+            starts.append(start)
+        return self.token_logprobs(sequences, starts, vocab_stats=vocab_stats)
+
+    def _bos(self) -> list[int]:
+        ids = self.tokenizer("", add_special_tokens=True)["input_ids"]
+        return list(ids)
+
+    # --------------------------------------------------------------- generation
+    @torch.inference_mode()
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int,
+        stop_strings: Sequence[str] = (),
+        prefix: str = "",
+    ) -> list[str]:
+        """Greedy continuations, batched with left padding, cut at the first stop string.
+
+        `prefix` is text shared by every prompt (few-shot examples, a system
+        turn): it is encoded and run once, and its KV cache is reused by every
+        batch. Prompt tokens are encode(prefix) + encode(prompt) whether or not
+        a prefix is given, so results do not depend on the reuse.
+        """
+        from transformers import GenerationConfig
+
+        prefix_ids = self.encode(prefix, add_special_tokens=True) if prefix else []
+        suffixes = [self.encode(p, add_special_tokens=not prefix) for p in prompts]
+        prefix_cache = self._prefix_cache(prefix_ids) if prefix_ids else None
+        eos = self._eos_ids()
+        config = GenerationConfig(
+            do_sample=False,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=eos,
+        )
+        stops = tuple(s for s in stop_strings if s)
+
+        def run(batch: list[int]) -> list[str]:
+            rows = [suffixes[i] for i in batch]
+            width = max(len(r) for r in rows)
+            ids = torch.full((len(rows), len(prefix_ids) + width), self.tokenizer.pad_token_id, dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            ids[:, : len(prefix_ids)] = torch.tensor(prefix_ids, dtype=torch.long)
+            mask[:, : len(prefix_ids)] = 1
+            for row, seq in enumerate(rows):
+                # Left padding of the prompt part: padding sits between the
+                # shared prefix and the prompt, masked out of attention.
+                ids[row, ids.shape[1] - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+                mask[row, ids.shape[1] - len(seq) :] = 1
+            kwargs = {}
+            if prefix_cache is not None:
+                cache = copy.deepcopy(prefix_cache)
+                cache.batch_repeat_interleave(len(rows))
+                kwargs[self._cache_kwarg] = cache
+            criteria = [_StopStrings(self.tokenizer, stops, ids.shape[1])] if stops else None
+            out = self.model.generate(
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                generation_config=config,
+                stopping_criteria=criteria,
+                **kwargs,
+            )
+            texts = self.tokenizer.batch_decode(out[:, ids.shape[1] :], skip_special_tokens=True)
+            return [cut_at_stop(t, stops) for t in texts]
+
+        return self._map_batches(
+            [len(s) for s in suffixes], run, full_vocab_logits=False, extra=len(prefix_ids) + max_new_tokens
+        )
+
+    def _prefix_cache(self, prefix_ids: list[int]):
+        ids = torch.tensor([prefix_ids], dtype=torch.long, device=self.device)
+        out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
+        return getattr(out, self._cache_kwarg)
+
+    def _eos_ids(self) -> list[int]:
+        ids = set()
+        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
+        for value in (gen_eos, self.tokenizer.eos_token_id):
+            if isinstance(value, int):
+                ids.add(value)
+            elif value:
+                ids.update(value)
+        return sorted(ids)
+
+    # ------------------------------------------------- residual stream access
+    @contextlib.contextmanager
+    def _block_hook(self, layer: int, hook) -> Iterator[None]:
+        handle = self.blocks[layer].register_forward_hook(hook)
+        try:
+            yield
+        finally:
+            handle.remove()
+
+    @torch.inference_mode()
+    def block_outputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Every decoder block's output, [layers, batch, seq, hidden].
+
+        Captured with hooks on the blocks, so the last entry is the residual
+        stream *before* the final norm (unlike `hidden_states[-1]`).
+        """
+        captured: list[torch.Tensor] = []
+
+        def hook(_module, _args, output):
+            captured.append(_block_tensor(output))
+
+        with contextlib.ExitStack() as stack:
+            for layer in range(self.num_layers):
+                stack.enter_context(self._block_hook(layer, hook))
+            self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
+        return torch.stack(captured)
+
+    @torch.inference_mode()
+    def forward_with_patch(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        *,
+        layer: int,
+        positions: torch.Tensor,
+        replacement: torch.Tensor,
+    ) -> torch.Tensor:
+        """Float32 logits with block `layer`'s output replaced where `positions` is True.
+
+        `positions` is a [batch, seq] bool mask, `replacement` a [batch, seq,
+        hidden] tensor (e.g. another model's `block_outputs(...)[layer]`).
+        """
+        where = positions.to(self.device)[..., None]
+        source = replacement.to(device=self.device, dtype=self.dtype)
+
+        def hook(_module, _args, output):
+            patched = torch.where(where, source, _block_tensor(output))
+            return (patched, *output[1:]) if isinstance(output, tuple) else patched
+
+        with self._block_hook(layer, hook):
+            logits = self.model(
+                input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)
+            ).logits
+        return logits.float()
+
+
+def _block_tensor(output) -> torch.Tensor:
+    return output[0] if isinstance(output, tuple) else output
+
+
+def cut_at_stop(text: str, stop_strings: Sequence[str]) -> str:
+    cut = min((i for i in (text.find(s) for s in stop_strings) if i >= 0), default=len(text))
+    return text[:cut]
+
+
+class _StopStrings:
+    """Per-row stopping on stop strings, checked on the decoded tail only."""
+
+    def __init__(self, tokenizer, stop_strings: Sequence[str], prompt_len: int):
+        self.tokenizer = tokenizer
+        self.stop_strings = stop_strings
+        self.prompt_len = prompt_len
+        # A stop string of n characters spans at most n tokens, plus partial
+        # byte tokens on either side.
+        self.tail = max(len(s) for s in stop_strings) + 4
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        new = input_ids[:, self.prompt_len :]
+        tails = self.tokenizer.batch_decode(new[:, -self.tail :], skip_special_tokens=True)
+        done = [any(s in t for s in self.stop_strings) for t in tails]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+def find_decoder_blocks(model: torch.nn.Module) -> torch.nn.ModuleList:
+    """The decoder blocks, in order, for Llama/Qwen2/Mistral/GPT-2/NeoX-style models."""
+    config = model.config
+    n_layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)
+    for path in BLOCK_PATHS:
+        module = model
+        for part in path.split("."):
+            module = getattr(module, part, None)
+            if module is None:
+                break
+        if isinstance(module, torch.nn.ModuleList) and (n_layers is None or len(module) == n_layers):
+            return module
+    candidates = [
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.ModuleList) and n_layers is not None and len(module) == n_layers
+    ]
+    if len(candidates) == 1:
+        return model.get_submodule(candidates[0])
+    raise CheckpointError(
+        type(model).__name__,
+        f"cannot find the decoder blocks: expected one ModuleList of {n_layers} layers, found {candidates or 'none'}",
+    )

@@ -1,0 +1,338 @@
+"""The pytest plugin: options, parametrization, xdist grouping, verdicts, reports.
+
+Registered through the `pytest11` entry point, so it is loaded by every
+pytest run in an environment where unlearnbench is installed. It is inert
+unless a collected test carries the `unlearnbench(SUITE)` marker: no model,
+threshold or report work happens otherwise, and importing it pulls in only
+the standard library and pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+MARKER = "unlearnbench"
+RECORD_KEY = "unlearnbench"  # the user_properties key that carries a test's record
+_STATE = pytest.StashKey["PluginState"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("unlearnbench", "unlearnbench: unlearning gates for LLM checkpoints")
+    group.addoption("--model", action="append", default=[], metavar="[NAME=]PATH",
+                    help="checkpoint under test: HF directory, .gguf file or Hub id; repeatable. "
+                         "Default: the fixture zoo.")
+    group.addoption("--full-model", metavar="[NAME=]PATH", help="reference model trained on forget + retain data")
+    group.addoption("--retain-model", metavar="[NAME=]PATH", help="reference model trained on retain data only")
+    group.addoption("--thresholds", metavar="FILE", help="YAML of per-check overrides of the default gates")
+    group.addoption("--report-dir", metavar="DIR", default=None,
+                    help="where reports/<run-id>/ is written (default: <rootdir>/reports)")
+    group.addoption("--device", default="auto", help="auto | cpu | cuda | cuda:N (auto: one GPU per xdist worker)")
+    group.addoption("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"),
+                    help="model weights dtype; log-probs are always float32 (auto: float32 on CPU)")
+    group.addoption("--batch-size", default="auto",
+                    help="auto (memory-budgeted, halves on CUDA OOM) or a fixed number")
+    group.addoption("--cache-dir", metavar="DIR", default=None,
+                    help="cache for reference-model work and the zoo (default ~/.cache/unlearnbench)")
+    group.addoption("--data-dir", action="append", default=[], metavar="[SUITE=]DIR",
+                    help="data directory for every suite, or for one suite; repeatable")
+    group.addoption("--strict-ci", action="store_true",
+                    help="a check passes only if its whole 95%% bootstrap CI is on the good side")
+    group.addoption("--seed", type=int, default=0, help="seed for anything random (default 0)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{MARKER}(suite): an unlearnbench suite test, parametrized over checkpoints"
+    )
+    _prefer_loadgroup(config)
+    state = PluginState(config)
+    config.stash[_STATE] = state
+    config.pluginmanager.register(state, "unlearnbench-state")
+
+
+def _prefer_loadgroup(config: pytest.Config) -> None:
+    """With `-n`, keep each checkpoint's tests on one worker (one model load
+    per checkpoint) unless the user chose a distribution mode explicitly."""
+    explicit = any(a == "--dist" or a.startswith("--dist=") or a == "-d" for a in config.invocation_params.args)
+    if getattr(config.option, "dist", "no") == "load" and not explicit:
+        config.option.dist = "loadgroup"
+
+
+class PluginState:
+    """Per-process plugin state; the `Bench` is created only when a suite is collected."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.bench = None
+        self.sent_metrics: set[tuple[str, str]] = set()
+        self.report: dict | None = None
+        self.report_path: Path | None = None
+        self.startup_error: str | None = None
+        self.started = time.time()
+
+    @property
+    def is_worker(self) -> bool:
+        return hasattr(self.config, "workerinput")
+
+    def checkpoints(self) -> list:
+        from unlearnbench.models.checkpoint import CheckpointSpec
+
+        models = self.config.getoption("model")
+        if models:
+            return [CheckpointSpec.parse(m) for m in models]
+        from unlearnbench.fixtures.zoo import DEFAULT_CHECKPOINTS
+
+        return [CheckpointSpec(name=n, source=f"zoo:{n}", zoo=n) for n in DEFAULT_CHECKPOINTS]
+
+    def bench_options(self):
+        """BenchOptions from the command line (parsing only; raises UsageError)."""
+        from unlearnbench.cache import DEFAULT_CACHE_DIR
+        from unlearnbench.errors import UnlearnbenchError
+        from unlearnbench.models.checkpoint import CheckpointSpec
+        from unlearnbench.session import BenchOptions
+
+        opt = self.config.getoption
+        try:
+            batch = opt("batch_size")
+            if batch != "auto" and (not batch.isdigit() or int(batch) < 1):
+                raise UnlearnbenchError(f"--batch-size must be 'auto' or a positive integer, not {batch!r}")
+            data_dirs = {}
+            for entry in opt("data_dir"):
+                suite, sep, directory = entry.partition("=")
+                data_dirs[suite if sep else "*"] = Path(directory if sep else suite)
+            return BenchOptions(
+                models=self.checkpoints(),
+                full=CheckpointSpec.parse(opt("full_model")) if opt("full_model") else None,
+                retain=CheckpointSpec.parse(opt("retain_model")) if opt("retain_model") else None,
+                thresholds_override=Path(opt("thresholds")) if opt("thresholds") else None,
+                data_dirs=data_dirs,
+                device=opt("device"),
+                dtype=opt("dtype"),
+                batch_size=None if batch == "auto" else int(batch),
+                cache_dir=Path(opt("cache_dir")).expanduser() if opt("cache_dir") else DEFAULT_CACHE_DIR,
+                strict_ci=opt("strict_ci"),
+                seed=opt("seed"),
+            )
+        except UnlearnbenchError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    def start(self, suites: list[str], thresholds_files: dict[str, Path]) -> None:
+        """Validate everything a run needs, cheaply, before any model is loaded."""
+        from unlearnbench.errors import UnlearnbenchError
+        from unlearnbench.session import Bench
+
+        try:
+            bench = Bench(self.bench_options())
+            bench.validate_checkpoints()
+            bench.prepare_suites(suites, thresholds_files)
+        except (UnlearnbenchError, pytest.UsageError) as exc:
+            if not self.is_worker:
+                raise pytest.UsageError(str(exc)) from None
+            # A worker cannot stop the run cleanly from here (xdist reports an
+            # internal error); its suite tests fail in setup with the message.
+            self.startup_error = str(exc)
+            return
+        self.bench = bench
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Under xdist the controller collects nothing, so it checks the
+        checkpoints itself before starting workers (cheap: files and headers)."""
+        if self.is_worker or getattr(self.config.option, "dist", "no") == "no":
+            return
+        if not any(self.config.getoption(o) for o in ("model", "full_model", "retain_model")):
+            return
+        from unlearnbench.errors import UnlearnbenchError
+        from unlearnbench.session import Bench
+
+        try:
+            Bench(self.bench_options()).validate_checkpoints()
+        except UnlearnbenchError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if self.startup_error and item.get_closest_marker(MARKER):
+            pytest.fail(self.startup_error, pytrace=False)
+
+    # Runtime hooks: methods of the registered state object, so they reach it
+    # without globals.
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Collect records on the controller (xdist) or the only process."""
+        if self.is_worker or report.when != "call":
+            return
+        records = [json.loads(value) for key, value in report.user_properties if key == RECORD_KEY]
+        if not records:
+            return
+        from unlearnbench.report.schema import add_record
+
+        if self.report is None:  # under xdist the controller collects nothing: start on the first record
+            self.report = _new_report(self.config, self.bench_options())
+        for record in records:
+            add_record(self.report, record)
+
+    def pytest_sessionfinish(self, exitstatus: int) -> None:
+        if self.is_worker or self.report is None or not self.report["checkpoints"]:
+            return
+        from unlearnbench.report.schema import write_report
+
+        run = self.report["run"]
+        run["finished_at"] = _now()
+        run["duration_s"] = round(time.time() - self.started, 3)
+        run["exit_status"] = int(exitstatus)
+        self.report_path = write_report(self.report, Path(run["directory"]))
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.report_path is None:
+            return
+        from unlearnbench.report.schema import summary_lines
+
+        terminalreporter.section("unlearnbench")
+        for line in summary_lines(self.report):
+            terminalreporter.write_line(line)
+        terminalreporter.write_line(f"report: {self.report_path}")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker(MARKER) is None or "checkpoint" not in metafunc.fixturenames:
+        return
+    state: PluginState = metafunc.config.stash[_STATE]
+    try:
+        specs = state.checkpoints()
+    except Exception as exc:  # a malformed --model value
+        raise pytest.UsageError(str(exc)) from None
+    metafunc.parametrize("checkpoint", specs, ids=[s.name for s in specs])
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist turns xdist_group marks into node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    suites: dict[str, Path] = {}
+    for item in items:
+        marker = item.get_closest_marker(MARKER)
+        callspec = getattr(item, "callspec", None)
+        if marker is None or callspec is None or "checkpoint" not in callspec.params:
+            continue
+        if not marker.args:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER} needs the suite name")
+        suite = marker.args[0]
+        if suite not in suites:
+            suites[suite] = _thresholds_file(Path(str(item.path)), suite)
+        item.add_marker(pytest.mark.xdist_group(name=f"checkpoint:{callspec.params['checkpoint'].name}"))
+    if not suites:
+        return
+    state: PluginState = config.stash[_STATE]
+    state.start(sorted(suites), suites)
+
+
+def _thresholds_file(test_file: Path, suite: str) -> Path:
+    """`thresholds/<suite>.yaml` in the nearest folder above the suite's tests."""
+    for parent in test_file.parents:
+        candidate = parent / "thresholds" / f"{suite}.yaml"
+        if candidate.is_file():
+            return candidate
+    raise pytest.UsageError(f"no thresholds/{suite}.yaml found in any folder above {test_file}")
+
+
+@pytest.fixture
+def gate(request: pytest.FixtureRequest, checkpoint) -> "Gate":
+    """Judges a check of the current suite on the current checkpoint."""
+    marker = request.node.get_closest_marker(MARKER)
+    return Gate(request.config.stash[_STATE], marker.args[0], checkpoint, request.node)
+
+
+@pytest.fixture(scope="session")
+def full_model(request: pytest.FixtureRequest):
+    """The `--full-model` ModelHandle (loaded once per process), or None."""
+    state: PluginState = request.config.stash[_STATE]
+    return state.bench.reference("full") if state.bench else None
+
+
+@pytest.fixture(scope="session")
+def retain_model(request: pytest.FixtureRequest):
+    """The `--retain-model` ModelHandle (loaded once per process), or None."""
+    state: PluginState = request.config.stash[_STATE]
+    return state.bench.reference("retain") if state.bench else None
+
+
+class Gate:
+    def __init__(self, state: PluginState, suite: str, checkpoint, node: pytest.Item):
+        self.state = state
+        self.suite = suite
+        self.checkpoint = checkpoint
+        self.node = node
+
+    def check(self, name: str | None = None):
+        """Judge check `name` (default: the test's name without `test_`),
+        record the verdict for the report, then skip, fail or pass the test."""
+        name = name or self.node.originalname.removeprefix("test_")
+        bench = self.state.bench
+        record = {
+            "suite": self.suite,
+            "check": name,
+            "checkpoint": {"name": self.checkpoint.name},
+            "thresholds_file": str(bench.gates[self.suite][name].source) if name in bench.gates[self.suite] else None,
+        }
+        try:
+            verdict, run = bench.judge(self.checkpoint, self.suite, name)
+        except Exception as exc:
+            record["error"] = f"{type(exc).__name__}: {exc}"
+            self._send(record)
+            raise
+        handle = bench.handle(self.checkpoint)
+        record["checkpoint"] = handle.describe() | {"name": self.checkpoint.name}
+        record["verdict"] = verdict.to_dict()
+        key = (self.checkpoint.name, self.suite)
+        if key not in self.state.sent_metrics:  # metrics travel once per checkpoint and suite
+            self.state.sent_metrics.add(key)
+            record["metrics"] = {k: m.to_dict() for k, m in run.metrics.items()}
+            record["data"] = run.data
+            record["timings"] = {"evaluate_s": round(run.seconds, 3)}
+        if verdict.relative_to and verdict.outcome != "skip":
+            record["references"] = {verdict.relative_to: bench.reference(verdict.relative_to).describe()}
+        self._send(record)
+        if verdict.outcome == "skip":
+            pytest.skip(verdict.reason)
+        if verdict.outcome == "fail":
+            pytest.fail(f"{self.checkpoint.name} {self.suite}.{name}: {verdict.reason}\n"
+                        f"  rationale: {verdict.rationale}", pytrace=False)
+        return verdict
+
+    def _send(self, record: dict) -> None:
+        self.node.user_properties.append((RECORD_KEY, json.dumps(record)))
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _new_report(config: pytest.Config, options) -> dict:
+    from unlearnbench.report.schema import new_report
+
+    run_id = datetime.now().strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+    report_dir = config.getoption("report_dir")
+    base = Path(report_dir) if report_dir else Path(config.rootpath) / "reports"
+    return new_report({
+        "id": run_id,
+        "directory": str((base / run_id).resolve()),
+        "started_at": _now(),
+        "command": [Path(sys.argv[0]).name, *config.invocation_params.args],
+        "cwd": os.getcwd(),
+        "options": {
+            "models": [{"name": s.name, "source": s.source} for s in options.models],
+            "full_model": options.full.source if options.full else None,
+            "retain_model": options.retain.source if options.retain else None,
+            "thresholds": str(options.thresholds_override) if options.thresholds_override else None,
+            "device": options.device,
+            "dtype": options.dtype,
+            "batch_size": options.batch_size or "auto",
+            "data_dirs": {k: str(v) for k, v in options.data_dirs.items()},
+        },
+        "seed": options.seed,
+        "strict_ci": options.strict_ci,
+    })

@@ -1,0 +1,133 @@
+"""The run report: a versioned JSON document, built from per-test records.
+
+Every suite test sends one record (check verdict, and the first time per
+checkpoint and suite, its metrics) through pytest's `user_properties`; the
+controller merges the records of all xdist workers into one report here.
+
+Schema `unlearnbench.report` version 1::
+
+    {schema, schema_version,
+     run: {id, directory, started_at, finished_at, duration_s, command, cwd, options, seed, strict_ci,
+          thresholds_files: {SUITE: path}, exit_status},
+     environment: {unlearnbench, torch, transformers, python, platform, machine, cpu_count, memory_gb},
+     references: {full: checkpoint-info | null, retain: ...},
+     checkpoints: {NAME: {info: checkpoint-info,
+                          suites: {SUITE: {data: {fingerprint, source},
+                                           metrics: {METRIC: MetricResult},
+                                           checks: {CHECK: Verdict},
+                                           timings: {evaluate_s, ...}}}}},
+     summary: {passed, failed, skipped, errors}}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from unlearnbench.atomic import atomic_write_text
+
+SCHEMA = "unlearnbench.report"
+SCHEMA_VERSION = 1
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def environment() -> dict:
+    """Versions and hardware, read without importing torch on the controller."""
+    try:
+        memory_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        memory_gb = None
+    return {
+        "unlearnbench": _version("unlearnbench"),
+        "torch": _version("torch"),
+        "transformers": _version("transformers"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "memory_gb": memory_gb,
+    }
+
+
+def new_report(run: dict) -> dict:
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "run": run,
+        "environment": environment(),
+        "references": {"full": None, "retain": None},
+        "checkpoints": {},
+        "summary": {"passed": 0, "failed": 0, "skipped": 0, "errors": 0},
+    }
+
+
+def add_record(report: dict, record: dict) -> None:
+    """Merge one test's record (see `Gate.check`) into the report."""
+    checkpoint = report["checkpoints"].setdefault(record["checkpoint"]["name"], {"info": {}, "suites": {}})
+    checkpoint["info"].update(record["checkpoint"])
+    suite = checkpoint["suites"].setdefault(
+        record["suite"], {"data": {}, "metrics": {}, "checks": {}, "timings": {}}
+    )
+    suite["data"].update(record.get("data", {}))
+    if record.get("thresholds_file"):
+        report["run"].setdefault("thresholds_files", {})[record["suite"]] = record["thresholds_file"]
+    suite["metrics"].update(record.get("metrics", {}))
+    suite["timings"].update(record.get("timings", {}))
+    if "verdict" in record:
+        verdict = record["verdict"]
+        suite["checks"][verdict["check"]] = verdict
+        report["summary"][{"pass": "passed", "fail": "failed", "skip": "skipped"}[verdict["outcome"]]] += 1
+    else:
+        suite["checks"][record["check"]] = {"check": record["check"], "outcome": "error", "reason": record["error"]}
+        report["summary"]["errors"] += 1
+    for role, info in record.get("references", {}).items():
+        report["references"][role] = info
+
+
+def write_report(report: dict, directory: Path) -> Path:
+    path = Path(directory) / "report.json"
+    atomic_write_text(path, json.dumps(report, indent=2, sort_keys=False, allow_nan=False))
+    return path
+
+
+def load_report(path: Path) -> dict:
+    report = json.loads(Path(path).read_text())
+    if report.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: not an unlearnbench report")
+    if report.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"{path}: report schema version {report.get('schema_version')}, expected {SCHEMA_VERSION}")
+    return report
+
+
+def summary_lines(report: dict) -> list[str]:
+    """A checkpoint x check table: verdict, value and bound."""
+    rows = []
+    for name, checkpoint in report["checkpoints"].items():
+        for suite_name, suite in checkpoint["suites"].items():
+            for check_name, verdict in suite["checks"].items():
+                value = verdict.get("value")
+                bound = verdict.get("bound")
+                op = {"at_least": ">=", "at_most": "<="}.get(verdict.get("direction"), "")
+                rows.append((
+                    name,
+                    f"{suite_name}.{check_name}",
+                    verdict["outcome"].upper(),
+                    "" if value is None else f"{value:.4g}",
+                    "" if bound is None else f"{op} {bound:.4g}",
+                ))
+    order = {"FAIL": 0, "ERROR": 1, "PASS": 2, "SKIP": 3}
+    rows.sort(key=lambda r: (r[0], order.get(r[2], 9), r[1]))
+    header = ("checkpoint", "check", "verdict", "value", "bound")
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*header), fmt.format(*("-" * w for w in widths)), *(fmt.format(*r) for r in rows)]

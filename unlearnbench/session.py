@@ -1,0 +1,182 @@
+"""`Bench`: one evaluation session — checkpoints, reference models, data,
+gates and memoised metric results. The pytest plugin drives it; a notebook
+or the CLI can too (nothing here imports pytest).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache
+from unlearnbench.errors import CheckpointError, UnlearnbenchError
+from unlearnbench.metrics.core import MetricResult
+from unlearnbench.models.checkpoint import CheckpointSpec, resolve
+from unlearnbench.suites import SUITES
+from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds
+
+REFERENCE_ROLES = ("full", "retain")
+
+
+@dataclass
+class BenchOptions:
+    models: list[CheckpointSpec]
+    full: CheckpointSpec | None = None
+    retain: CheckpointSpec | None = None
+    thresholds_override: Path | None = None
+    thresholds_dir: Path | None = None
+    data_dirs: dict[str, Path] = field(default_factory=dict)  # suite -> dir ("*" = every suite)
+    device: str = "auto"
+    dtype: str = "auto"
+    batch_size: int | None = None
+    cache_dir: Path = DEFAULT_CACHE_DIR
+    strict_ci: bool = False
+    seed: int = 0
+
+
+@dataclass
+class SuiteRun:
+    """One suite evaluated on one checkpoint."""
+
+    metrics: dict[str, MetricResult]
+    data: dict
+    seconds: float
+
+
+class Bench:
+    def __init__(self, options: BenchOptions):
+        self.options = options
+        self.cache = DiskCache(options.cache_dir)
+        self.gates: dict[str, dict[str, Check]] = {}
+        self._handles: dict[str, object] = {}
+        self._data: dict[str, object] = {}
+        self._runs: dict[tuple[str, str], SuiteRun] = {}
+
+    # ------------------------------------------------------------ validation
+    def validate_checkpoints(self) -> None:
+        """Cheap checks of every named checkpoint (paths, files, headers)."""
+        names = [spec.name for spec in self.options.models]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise CheckpointError(", ".join(dupes), "two --model entries share this name; name them with NAME=PATH")
+        for spec in [*self.options.models, self.options.full, self.options.retain]:
+            if spec is not None and spec.zoo is None:
+                resolve(spec.source)
+
+    def prepare_suites(self, suites: list[str], thresholds_files: dict[str, Path]) -> None:
+        """Load and validate every collected suite's gate and data, before any model runs."""
+        for suite in suites:
+            if suite not in SUITES:
+                raise UnlearnbenchError(f"unknown suite '{suite}' (known: {', '.join(SUITES)})")
+            self.gates[suite] = load_suite_thresholds(thresholds_files[suite], suite, SUITES[suite].metrics)
+        if self.options.thresholds_override:
+            apply_overrides(
+                self.options.thresholds_override, self.gates, {name: spec.metrics for name, spec in SUITES.items()}
+            )
+        for suite in suites:
+            self.data(suite)
+
+    # ------------------------------------------------------------------ models
+    def _spec_path(self, spec: CheckpointSpec) -> str:
+        if spec.zoo is None:
+            return spec.source
+        from unlearnbench.fixtures import zoo
+
+        return str(zoo.build(spec.zoo, self.options.cache_dir))
+
+    def handle(self, spec: CheckpointSpec):
+        """The loaded model for `spec`, loaded once per process."""
+        path = self._spec_path(spec)
+        if path not in self._handles:
+            from unlearnbench.models.handle import ModelHandle
+
+            self._handles[path] = ModelHandle.load(
+                path,
+                name=spec.name,
+                device=self.options.device,
+                dtype=self.options.dtype,
+                batch_size=self.options.batch_size,
+                fingerprint_memo=self.options.cache_dir / "fingerprints.json",
+            )
+        return self._handles[path]
+
+    def reference(self, role: str):
+        spec = getattr(self.options, role)
+        return None if spec is None else self.handle(spec)
+
+    # -------------------------------------------------------------------- data
+    def data(self, suite: str):
+        if suite not in self._data:
+            directory = self.options.data_dirs.get(suite) or self.options.data_dirs.get("*")
+            self._data[suite] = SUITES[suite].load_data(directory)
+        return self._data[suite]
+
+    # ----------------------------------------------------------------- metrics
+    def run(self, spec: CheckpointSpec, suite: str) -> SuiteRun:
+        """The suite's metrics on a checkpoint, computed once per session."""
+        key = (spec.name, suite)
+        if key not in self._runs:
+            self._runs[key] = self._evaluate(self.handle(spec), suite)
+        return self._runs[key]
+
+    def reference_run(self, role: str, suite: str) -> SuiteRun | None:
+        """The suite on a reference model, cached on disk across sessions."""
+        handle = self.reference(role)
+        if handle is None:
+            return None
+        key = (f"<{role}>", suite)
+        if key not in self._runs:
+            data = self.data(suite)
+            parts = {
+                "op": f"suite:{suite}",
+                "model": handle.fingerprint,
+                "data": data.fingerprint,
+                "version": SUITES[suite].version,
+                "params": {"dtype": str(handle.dtype), "seed": self.options.seed},
+            }
+            stored = self.cache.get_or_compute(parts, lambda: _to_plain(self._evaluate(handle, suite)))
+            self._runs[key] = _from_plain(stored)
+        return self._runs[key]
+
+    def _evaluate(self, handle, suite: str) -> SuiteRun:
+        import torch
+
+        spec = SUITES[suite]
+        data = self.data(suite)
+        torch.manual_seed(self.options.seed)
+        started = time.perf_counter()
+        metrics = spec.evaluate(handle, data, self)
+        missing = set(spec.metrics) - set(metrics)
+        if missing:
+            raise UnlearnbenchError(f"suite {suite} did not compute {', '.join(sorted(missing))}")
+        return SuiteRun(
+            metrics=metrics,
+            data={"fingerprint": data.fingerprint, "source": data.source},
+            seconds=time.perf_counter() - started,
+        )
+
+    def judge(self, spec: CheckpointSpec, suite: str, check_name: str):
+        check = self.gates[suite].get(check_name)
+        if check is None:
+            raise UnlearnbenchError(
+                f"suite {suite} has no check '{check_name}' in its thresholds (it has: {', '.join(self.gates[suite])})"
+            )
+        run = self.run(spec, suite)
+        reference = self.reference_run(check.relative_to, suite) if check.relative_to else None
+        verdict = check.judge(
+            run.metrics, reference.metrics if reference else None, strict_ci=self.options.strict_ci
+        )
+        return verdict, run
+
+
+def _to_plain(run: SuiteRun) -> dict:
+    return {"metrics": {k: m.to_dict() for k, m in run.metrics.items()}, "data": run.data, "seconds": run.seconds}
+
+
+def _from_plain(plain: dict) -> SuiteRun:
+    return SuiteRun(
+        metrics={k: MetricResult.from_dict(m) for k, m in plain["metrics"].items()},
+        data=plain["data"],
+        seconds=plain["seconds"],
+    )

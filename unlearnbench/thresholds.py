@@ -1,0 +1,220 @@
+"""Gates as data: one YAML file per suite, validated, judged into verdicts.
+
+Suite file (`thresholds/<suite>.yaml`)::
+
+    suite: smoke
+    checks:
+      <check name>:
+        metric: <metric the suite computes>
+        direction: at_least | at_most        # pass iff value >= / <= bound
+        bound: <number>                      # an absolute bound, or:
+        relative_to: full | retain           # bound = reference value -/+ margin
+        margin: <number >= 0>                # tolerance towards the bad side
+        rationale: <one line: why this bound>
+
+Override file (`--thresholds FILE`), per check, any subset of those fields::
+
+    smoke:
+      <check name>: {bound: -2.5}
+
+Giving `bound` in an override replaces a relative bound and vice versa.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Mapping
+
+import yaml
+
+from unlearnbench.errors import ThresholdsError
+from unlearnbench.metrics.core import MetricResult
+
+DIRECTIONS = ("at_least", "at_most")
+REFERENCES = ("full", "retain")
+CHECK_KEYS = {"metric", "direction", "bound", "relative_to", "margin", "rationale"}
+SUITE_FILE_KEYS = {"suite", "checks"}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    suite: str
+    check: str
+    metric: str
+    outcome: str  # "pass" | "fail" | "skip"
+    reason: str
+    rationale: str
+    direction: str
+    value: float | None = None
+    ci: tuple[float, float] | None = None
+    bound: float | None = None
+    relative_to: str | None = None
+    reference_value: float | None = None
+    margin: float | None = None
+    strict_ci: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "pass"
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["ci"] = list(self.ci) if self.ci else None
+        return out
+
+
+@dataclass(frozen=True)
+class Check:
+    suite: str
+    name: str
+    metric: str
+    direction: str
+    rationale: str
+    source: str
+    bound: float | None = None
+    relative_to: str | None = None
+    margin: float = 0.0
+
+    def judge(
+        self,
+        metrics: Mapping[str, MetricResult],
+        reference: Mapping[str, MetricResult] | None = None,
+        *,
+        strict_ci: bool = False,
+    ) -> Verdict:
+        """Pass/fail on the point estimate; with `strict_ci` the whole 95% CI
+        must also lie on the good side. A relative check without its reference
+        model is skipped, never passed."""
+        base = dict(
+            suite=self.suite, check=self.name, metric=self.metric, rationale=self.rationale,
+            direction=self.direction, relative_to=self.relative_to, strict_ci=strict_ci,
+        )
+        if self.relative_to and reference is None:
+            return Verdict(
+                outcome="skip",
+                reason=f"needs --{self.relative_to}-model: the bound is relative to the {self.relative_to} model",
+                **base,
+            )
+        result = metrics[self.metric]
+        if self.relative_to:
+            ref_value = reference[self.metric].value
+            bound = ref_value - self.margin if self.direction == "at_least" else ref_value + self.margin
+            sign = "-" if self.direction == "at_least" else "+"
+            bound_text = f"{bound:.4g} ({self.relative_to} {ref_value:.4g} {sign} {self.margin:g})"
+        else:
+            ref_value, bound = None, self.bound
+            bound_text = f"{bound:.4g}"
+        good = (lambda x: x >= bound) if self.direction == "at_least" else (lambda x: x <= bound)
+        edge = result.ci[0] if self.direction == "at_least" else result.ci[1]
+        point_ok = good(result.value)
+        passed = point_ok and (not strict_ci or good(edge))
+        op = ">=" if self.direction == "at_least" else "<="
+        reason = (
+            f"{self.metric} = {result.value:.4g} [95% CI {result.ci[0]:.4g}, {result.ci[1]:.4g}; n={result.n}]"
+            f" {'' if point_ok else 'not '}{op} {bound_text}"
+        )
+        if point_ok and not passed:
+            reason += " but --strict-ci: the CI crosses the bound"
+        return Verdict(
+            outcome="pass" if passed else "fail", reason=reason, value=result.value, ci=tuple(result.ci),
+            bound=bound, reference_value=ref_value, margin=self.margin if self.relative_to else None, **base,
+        )
+
+
+def _number(value, path, check, field) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ThresholdsError(path, f"'{field}' must be a finite number, not {value!r}", check)
+    return float(value)
+
+
+def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, ...], path: str) -> Check:
+    if not isinstance(fields, Mapping):
+        raise ThresholdsError(path, f"expected a mapping of fields, not {type(fields).__name__}", name)
+    unknown = set(fields) - CHECK_KEYS
+    if unknown:
+        raise ThresholdsError(path, f"unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(CHECK_KEYS))})", name)
+    for required in ("metric", "direction", "rationale"):
+        if required not in fields:
+            raise ThresholdsError(path, f"missing '{required}'", name)
+    for text in ("metric", "direction", "rationale"):
+        if not isinstance(fields[text], str) or not fields[text].strip():
+            raise ThresholdsError(path, f"'{text}' must be a non-empty string, not {fields[text]!r}", name)
+    if fields["metric"] not in metrics:
+        raise ThresholdsError(path, f"suite '{suite}' has no metric '{fields['metric']}' (it has: {', '.join(metrics)})", name)
+    if fields["direction"] not in DIRECTIONS:
+        raise ThresholdsError(path, f"'direction' must be one of {', '.join(DIRECTIONS)}, not {fields['direction']!r}", name)
+    has_bound, has_ref = "bound" in fields, "relative_to" in fields
+    if has_bound == has_ref:
+        raise ThresholdsError(path, "give exactly one of 'bound' (absolute) or 'relative_to' (full|retain)", name)
+    if has_ref and fields["relative_to"] not in REFERENCES:
+        raise ThresholdsError(path, f"'relative_to' must be one of {', '.join(REFERENCES)}, not {fields['relative_to']!r}", name)
+    if "margin" in fields and not has_ref:
+        raise ThresholdsError(path, "'margin' only applies with 'relative_to'", name)
+    margin = _number(fields.get("margin", 0.0), path, name, "margin")
+    if margin < 0:
+        raise ThresholdsError(path, f"'margin' must be >= 0 (it is a tolerance), not {margin}", name)
+    return Check(
+        suite=suite, name=name, metric=fields["metric"], direction=fields["direction"],
+        rationale=fields["rationale"].strip(), source=path,
+        bound=_number(fields["bound"], path, name, "bound") if has_bound else None,
+        relative_to=fields.get("relative_to"), margin=margin,
+    )
+
+
+def _read_yaml(path: Path):
+    if not path.is_file():
+        raise ThresholdsError(path, "file not found")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ThresholdsError(path, f"not valid YAML ({str(exc).splitlines()[0]})") from None
+
+
+def load_suite_thresholds(path: Path, suite: str, metrics: tuple[str, ...]) -> dict[str, Check]:
+    """A suite's default gate, validated; raises ThresholdsError naming the problem."""
+    raw = _read_yaml(path)
+    if not isinstance(raw, Mapping):
+        raise ThresholdsError(path, "expected a mapping with 'suite' and 'checks'")
+    unknown = set(raw) - SUITE_FILE_KEYS
+    if unknown:
+        raise ThresholdsError(path, f"unknown top-level key(s) {', '.join(sorted(unknown))} (allowed: suite, checks)")
+    if raw.get("suite") != suite:
+        raise ThresholdsError(path, f"'suite' must be '{suite}', not {raw.get('suite')!r}")
+    checks = raw.get("checks")
+    if not isinstance(checks, Mapping) or not checks:
+        raise ThresholdsError(path, "'checks' must be a non-empty mapping of check name -> fields")
+    return {name: _validate_check(str(name), fields, suite, metrics, str(path)) for name, fields in checks.items()}
+
+
+def apply_overrides(path: Path, gates: dict[str, dict[str, Check]], metrics: Mapping[str, tuple[str, ...]]) -> None:
+    """Apply a user's `--thresholds` file to the loaded gates, in place."""
+    raw = _read_yaml(path)
+    if not isinstance(raw, Mapping):
+        raise ThresholdsError(path, "expected a mapping of suite -> check -> fields")
+    for suite, overrides in raw.items():
+        if suite not in metrics:
+            raise ThresholdsError(path, f"unknown suite '{suite}' (known: {', '.join(metrics)})")
+        if suite not in gates:
+            continue  # a suite this run does not collect
+        if not isinstance(overrides, Mapping):
+            raise ThresholdsError(path, f"suite '{suite}': expected a mapping of check -> fields")
+        for name, fields in overrides.items():
+            if name not in gates[suite]:
+                raise ThresholdsError(path, f"suite '{suite}' has no check of this name (it has: {', '.join(gates[suite])})", name)
+            if not isinstance(fields, Mapping):
+                raise ThresholdsError(path, f"expected a mapping of fields, not {type(fields).__name__}", name)
+            current = gates[suite][name]
+            merged = {"metric": current.metric, "direction": current.direction, "rationale": current.rationale}
+            if current.relative_to:
+                merged.update(relative_to=current.relative_to, margin=current.margin)
+            else:
+                merged["bound"] = current.bound
+            if "bound" in fields:
+                merged.pop("relative_to", None)
+                merged.pop("margin", None)
+            if "relative_to" in fields or "margin" in fields:
+                merged.pop("bound", None)
+            merged.update(fields)
+            gates[suite][name] = _validate_check(str(name), merged, suite, metrics[suite], str(path))
