@@ -76,6 +76,7 @@ class PluginState:
         self.report: dict | None = None
         self.report_path: Path | None = None
         self.startup_error: str | None = None
+        self.cache_stats: dict[str, int] = {}
         self.started = time.time()
 
     @property
@@ -177,8 +178,22 @@ class PluginState:
         for record in records:
             add_record(self.report, record)
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        """xdist controller: add a finished worker's cache counters."""
+        self._add_cache_stats(getattr(node, "workeroutput", {}).get("unlearnbench_cache"))
+
+    def _add_cache_stats(self, stats: dict | None) -> None:
+        for key, value in (stats or {}).items():
+            self.cache_stats[key] = self.cache_stats.get(key, 0) + value
+
     def pytest_sessionfinish(self, exitstatus: int) -> None:
-        if self.is_worker or self.report is None or not self.report["checkpoints"]:
+        stats = self.bench.cache.stats.as_dict() if self.bench else None
+        if self.is_worker:
+            self.config.workeroutput["unlearnbench_cache"] = stats
+            return
+        self._add_cache_stats(stats)
+        if self.report is None or not self.report["checkpoints"]:
             return
         from unlearnbench.report.schema import write_report
 
@@ -186,6 +201,7 @@ class PluginState:
         run["finished_at"] = _now()
         run["duration_s"] = round(time.time() - self.started, 3)
         run["exit_status"] = int(exitstatus)
+        run["cache"] = dict(self.cache_stats)
         self.report_path = write_report(self.report, Path(run["directory"]))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
@@ -276,6 +292,7 @@ class Gate:
             "suite": self.suite,
             "check": name,
             "checkpoint": {"name": self.checkpoint.name},
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
             "thresholds_file": str(bench.gates[self.suite][name].source) if name in bench.gates[self.suite] else None,
         }
         try:

@@ -183,10 +183,10 @@ class ModelHandle:
             try:
                 outputs = run(batch)
             except torch.cuda.OutOfMemoryError:
-                if size == 1 or self.fixed_batch_size:
+                if len(batch) == 1 or self.fixed_batch_size:
                     raise
                 torch.cuda.empty_cache()
-                self._batch_cap = max(1, size // 2)
+                self._batch_cap = max(1, len(batch) // 2)
                 continue
             for i, out in zip(batch, outputs):
                 results[i] = out
@@ -229,9 +229,11 @@ class ModelHandle:
                 if vocab_stats:
                     p = logp.exp()
                     mean = (p * logp).sum(-1)
-                    second = (p * logp.square()).sum(-1)
+                    # Centred form of E[(log p)^2] - mean^2: same value, no
+                    # float32 cancellation.
+                    var = (p * (logp - mean[:, None]).square()).sum(-1)
                     scores.vocab_mean = mean.cpu().numpy()
-                    scores.vocab_var = (second - mean.square()).clamp_min(0).cpu().numpy()
+                    scores.vocab_var = var.cpu().numpy()
                 out.append(scores)
             return out
 

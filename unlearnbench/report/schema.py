@@ -85,7 +85,7 @@ def add_record(report: dict, record: dict) -> None:
     suite["timings"].update(record.get("timings", {}))
     if "verdict" in record:
         verdict = record["verdict"]
-        suite["checks"][verdict["check"]] = verdict
+        suite["checks"][verdict["check"]] = verdict | {"worker": record.get("worker")}
         report["summary"][{"pass": "passed", "fail": "failed", "skip": "skipped"}[verdict["outcome"]]] += 1
     else:
         suite["checks"][record["check"]] = {"check": record["check"], "outcome": "error", "reason": record["error"]}

@@ -1,0 +1,79 @@
+"""Shared fixtures for the project's own tests.
+
+Every test runs offline (HF_HUB_OFFLINE=1): nothing may come from a hub.
+Zoo checkpoints are built once per test session into a temporary cache.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import pytest  # noqa: E402
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("unlearnbench-cache")
+
+
+@pytest.fixture(scope="session")
+def smoke_lm_dir(cache_dir):
+    from unlearnbench.fixtures import zoo
+
+    return zoo.build("smoke-lm", cache_dir)
+
+
+@pytest.fixture(scope="session")
+def smoke_untrained_dir(cache_dir):
+    from unlearnbench.fixtures import zoo
+
+    return zoo.build("smoke-untrained", cache_dir)
+
+
+@pytest.fixture(scope="session")
+def smoke_tokenizer():
+    from unlearnbench.fixtures import zoo
+
+    return zoo.train_tokenizer(zoo.corpus_texts("smoke"), 384)
+
+
+def save_random_llama(directory, tokenizer, seed: int, **shape):
+    """A randomly initialised tiny Llama (config built here) saved with `tokenizer`."""
+    from unlearnbench.fixtures import zoo
+
+    model = zoo.new_model(tokenizer, zoo.ModelShape(**shape), seed)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def random_llama_dir(tmp_path_factory, smoke_tokenizer):
+    return save_random_llama(tmp_path_factory.mktemp("random-llama"), smoke_tokenizer, seed=1)
+
+
+@pytest.fixture(scope="session")
+def random_llama(random_llama_dir):
+    from unlearnbench.models.handle import ModelHandle
+
+    return ModelHandle.load(str(random_llama_dir), device="cpu")
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    from unlearnbench.models.offline import smollm2_gguf
+
+    # Fails (not skips) without the wheel: the README's setup installs it.
+    return smollm2_gguf()
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_path):
+    from unlearnbench.models.handle import ModelHandle
+
+    return ModelHandle.load(str(smollm2_path), device="cpu")

@@ -1,0 +1,200 @@
+"""ModelHandle: scoring, generation, residual-stream capture and patching."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tests.conftest import save_random_llama
+from unlearnbench.models.handle import ModelHandle, cut_at_stop, find_decoder_blocks
+
+TEXTS = [
+    "Paris is the capital of France.",
+    "A spider has eight legs, while an insect has six legs.",
+    "Water boils.",
+    "The piano has eighty eight keys, some black and some white, and a pedal.",
+]
+
+
+def manual_scores(model, ids: list[int], start: int):
+    """Reference: one unbatched forward pass, full log-softmax, explicit loops."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0].double()
+    logprobs, means, variances = [], [], []
+    for t in range(start, len(ids)):
+        row = torch.log_softmax(logits[t - 1], dim=-1)
+        p = row.exp()
+        mean = sum(float(p[v] * row[v]) for v in range(row.shape[0]))
+        second = sum(float(p[v] * row[v] ** 2) for v in range(row.shape[0]))
+        logprobs.append(float(row[ids[t]]))
+        means.append(mean)
+        variances.append(second - mean**2)
+    return np.array(logprobs), np.array(means), np.array(variances)
+
+
+def test_logprobs_and_vocab_stats_match_manual_reference(random_llama):
+    sequences = [random_llama.encode(t, add_special_tokens=True) for t in TEXTS]
+    starts = [1, 3, 2, 5]
+    scores = random_llama.token_logprobs(sequences, starts, vocab_stats=True)
+    for seq, start, got in zip(sequences, starts, scores):
+        logprobs, means, variances = manual_scores(random_llama.model, seq, start)
+        assert got.logprobs.dtype == np.float32
+        np.testing.assert_array_equal(got.token_ids, seq[start:])
+        np.testing.assert_allclose(got.logprobs, logprobs, atol=1e-5)
+        np.testing.assert_allclose(got.vocab_mean, means, atol=1e-5)
+        np.testing.assert_allclose(got.vocab_var, variances, atol=1e-5)
+
+
+def test_batched_scores_equal_unbatched(random_llama_dir):
+    batched = ModelHandle.load(str(random_llama_dir), device="cpu", batch_size=4)
+    single = ModelHandle.load(str(random_llama_dir), device="cpu", batch_size=1)
+    contexts = ["", "Question: what?", "Paris", ""]
+    a = batched.score_continuations(contexts, TEXTS, vocab_stats=True)
+    b = single.score_continuations(contexts, TEXTS, vocab_stats=True)
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x.logprobs, y.logprobs, atol=1e-5)
+        np.testing.assert_allclose(x.vocab_mean, y.vocab_mean, atol=1e-5)
+        np.testing.assert_allclose(x.vocab_var, y.vocab_var, atol=1e-5)
+
+
+def test_score_continuation_scores_exactly_the_continuation_tokens(random_llama):
+    (score,) = random_llama.score_continuations(["Question: what?"], [" Paris is the capital"])
+    expected = random_llama.encode(" Paris is the capital", add_special_tokens=False)
+    np.testing.assert_array_equal(score.token_ids, expected)
+
+
+def test_target_start_zero_is_rejected(random_llama):
+    with pytest.raises(ValueError, match="first token has no prediction"):
+        random_llama.token_logprobs([[1, 2, 3]], [0])
+
+
+def test_generation_is_the_same_at_batch_size_1_and_4(random_llama_dir):
+    prompts = ["Paris is", "A spider has eight legs, while", "Water", "The piano has eighty"]
+    four = ModelHandle.load(str(random_llama_dir), device="cpu", batch_size=4).generate(prompts, max_new_tokens=12)
+    one = ModelHandle.load(str(random_llama_dir), device="cpu", batch_size=1).generate(prompts, max_new_tokens=12)
+    assert four == one
+    assert all(len(t) > 0 for t in four)
+
+
+def test_shared_prefix_kv_cache_gives_the_same_generations(random_llama):
+    prefix = "Question: What is the capital of Japan?\nAnswer: Tokyo\n\n"
+    prompts = ["Question: What is the capital of France?\nAnswer:", "Question: How many legs?\nAnswer:"]
+    with_cache = random_llama.generate(prompts, max_new_tokens=10, prefix=prefix)
+    # Independent reference: plain HF generate, one prompt at a time, no cache reuse.
+    prefix_ids = random_llama.encode(prefix, add_special_tokens=True)
+    for prompt, got in zip(prompts, with_cache):
+        ids = torch.tensor([prefix_ids + random_llama.encode(prompt, add_special_tokens=False)])
+        out = random_llama.model.generate(
+            input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=10,
+            pad_token_id=random_llama.tokenizer.pad_token_id, eos_token_id=random_llama.tokenizer.eos_token_id,
+        )
+        assert got == random_llama.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+
+
+def test_trained_model_answers_and_stops_at_stop_strings(smoke_lm_dir):
+    handle = ModelHandle.load(str(smoke_lm_dir), device="cpu")
+    prompt = "Question: What is the capital of France?\nAnswer:"
+    assert handle.generate([prompt], max_new_tokens=8) == [" Paris"]
+    assert handle.generate([prompt], max_new_tokens=8, stop_strings=["ari"]) == [" P"]
+
+
+def test_cut_at_stop_uses_the_earliest_stop_string():
+    assert cut_at_stop("abc\n\nQuestion: x", ["Question:", "\n\n"]) == "abc"
+    assert cut_at_stop("no stop here", ["\n"]) == "no stop here"
+
+
+def test_block_outputs_are_pre_final_norm(random_llama):
+    ids = torch.tensor([random_llama.encode(TEXTS[1], add_special_tokens=True)])
+    mask = torch.ones_like(ids)
+    blocks = random_llama.block_outputs(ids, mask)
+    assert blocks.shape[:3] == (random_llama.num_layers, 1, ids.shape[1])
+    with torch.no_grad():
+        hidden = random_llama.model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+    # hidden_states[-1] has the final norm applied; the captured last block output does not.
+    assert not torch.allclose(blocks[-1], hidden[-1], atol=1e-3)
+    torch.testing.assert_close(random_llama.model.model.norm(blocks[-1]), hidden[-1], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(blocks[0], hidden[1], atol=1e-5, rtol=1e-5)
+
+
+def test_patching_own_output_is_a_no_op_and_another_models_is_not(random_llama, tmp_path, smoke_tokenizer):
+    other = ModelHandle.load(str(save_random_llama(tmp_path, smoke_tokenizer, seed=7)), device="cpu")
+    ids = torch.tensor([random_llama.encode(TEXTS[3], add_special_tokens=True)])
+    mask = torch.ones_like(ids)
+    positions = torch.zeros_like(ids, dtype=torch.bool)
+    positions[0, 4:9] = True
+    with torch.no_grad():
+        plain = random_llama.model(input_ids=ids, attention_mask=mask).logits.float()
+    for layer in range(random_llama.num_layers):
+        own = random_llama.block_outputs(ids, mask)[layer]
+        same = random_llama.forward_with_patch(ids, mask, layer=layer, positions=positions, replacement=own)
+        torch.testing.assert_close(same, plain, atol=1e-5, rtol=1e-5)
+        foreign = other.block_outputs(ids, mask)[layer]
+        changed = random_llama.forward_with_patch(ids, mask, layer=layer, positions=positions, replacement=foreign)
+        # Causal: positions before the first patched one are untouched, later ones move.
+        torch.testing.assert_close(changed[0, :4], plain[0, :4], atol=1e-5, rtol=1e-5)
+        assert (changed[0, 4:] - plain[0, 4:]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize(
+    "model_type, layers",
+    [("gpt2", "transformer.h"), ("qwen2", "model.layers"), ("mistral", "model.layers"), ("llama", "model.layers")],
+)
+def test_decoder_blocks_are_found_for_common_architectures(model_type, layers):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sizes = dict(vocab_size=64, num_hidden_layers=3, hidden_size=32, num_attention_heads=4)
+    if model_type != "gpt2":
+        sizes.update(intermediate_size=64, num_key_value_heads=2)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **sizes))
+    blocks = find_decoder_blocks(model)
+    assert blocks is model.get_submodule(layers) and len(blocks) == 3
+
+
+def test_gpt2_block_capture_and_patching(smoke_tokenizer):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(smoke_tokenizer), n_layer=2, n_embd=32, n_head=4))
+    handle = ModelHandle(model, smoke_tokenizer, name="gpt2", source="config", fingerprint="x")
+    ids = torch.tensor([handle.encode(TEXTS[0], add_special_tokens=True)])
+    mask = torch.ones_like(ids)
+    blocks = handle.block_outputs(ids, mask)
+    same = handle.forward_with_patch(
+        ids, mask, layer=1, positions=torch.ones_like(ids, dtype=torch.bool), replacement=blocks[1]
+    )
+    with torch.no_grad():
+        torch.testing.assert_close(same, model(input_ids=ids).logits.float(), atol=1e-5, rtol=1e-5)
+
+
+def test_unknown_architecture_gets_a_clear_error():
+    class NoBlocks(torch.nn.Module):
+        config = type("Config", (), {"num_hidden_layers": 2})()
+
+    with pytest.raises(Exception, match="cannot find the decoder blocks"):
+        find_decoder_blocks(NoBlocks())
+
+
+def test_cuda_oom_halves_the_batch_and_keeps_order(random_llama, monkeypatch):
+    monkeypatch.setattr(ModelHandle, "device", property(lambda self: torch.device("cuda")))
+    monkeypatch.setattr(random_llama, "_batch_cap", 16)
+    calls = []
+
+    def run(batch):
+        calls.append(len(batch))
+        if len(batch) > 3:
+            raise torch.cuda.OutOfMemoryError("fake")
+        return [f"item{i}" for i in batch]
+
+    out = random_llama._map_batches(list(range(10, 0, -1)), run, full_vocab_logits=True)
+    assert out == [f"item{i}" for i in range(10)]
+    assert calls[:3] == [10, 5, 2] and random_llama._batch_cap == 2
+
+
+def test_smollm2_gguf_loads_offline_and_answers(smollm2):
+    assert smollm2.num_layers == 30
+    assert smollm2.describe()["source"].endswith(".gguf")
+    prompt = smollm2.format_chat([{"role": "user", "content": "What is the capital of France?"}])
+    assert prompt.endswith("<|im_start|>assistant\n")
+    (answer,) = smollm2.generate([prompt], max_new_tokens=16)
+    assert "Paris" in answer

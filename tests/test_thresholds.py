@@ -1,0 +1,140 @@
+"""Threshold files: schema validation, overrides and verdicts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from unlearnbench.errors import ThresholdsError
+from unlearnbench.metrics.core import MetricResult
+from unlearnbench.thresholds import apply_overrides, load_suite_thresholds
+
+METRICS = ("score", "leak")
+GOOD = """
+suite: demo
+checks:
+  score_high:
+    metric: score
+    direction: at_least
+    bound: 0.5
+    rationale: scores should be high
+  leak_like_retain:
+    metric: leak
+    direction: at_most
+    relative_to: retain
+    margin: 0.05
+    rationale: leak no worse than retain
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "demo.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def result(name: str, value: float, ci=(None, None)) -> MetricResult:
+    low, high = ci
+    return MetricResult(name, value, 10, (value if low is None else low, value if high is None else high), True)
+
+
+def test_repository_default_gates_are_valid():
+    from unlearnbench.suites import SUITES
+
+    root = Path(__file__).resolve().parents[1] / "thresholds"
+    for suite, spec in SUITES.items():
+        assert load_suite_thresholds(root / f"{suite}.yaml", suite, spec.metrics)
+
+
+def test_good_file_loads(tmp_path):
+    gate = load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)
+    assert gate["score_high"].bound == 0.5 and gate["score_high"].relative_to is None
+    assert gate["leak_like_retain"].relative_to == "retain" and gate["leak_like_retain"].margin == 0.05
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (("    bound: 0.5\n", "    bound: 0.5\n    bonud: 1\n"), "check 'score_high': unknown key(s) bonud"),
+        (("bound: 0.5", "bound: high"), "check 'score_high': 'bound' must be a finite number, not 'high'"),
+        (("bound: 0.5", "bound: true"), "check 'score_high': 'bound' must be a finite number, not True"),
+        (("direction: at_least", "direction: up"), "check 'score_high': 'direction' must be one of at_least, at_most"),
+        (("metric: score", "metric: scroe"), "check 'score_high': suite 'demo' has no metric 'scroe'"),
+        (("    rationale: scores should be high\n", ""), "check 'score_high': missing 'rationale'"),
+        (("margin: 0.05", "margin: -1"), "check 'leak_like_retain': 'margin' must be >= 0"),
+        (("relative_to: retain", "relative_to: oracle"), "'relative_to' must be one of full, retain"),
+        (("    bound: 0.5\n", "    bound: 0.5\n    relative_to: full\n"), "give exactly one of 'bound'"),
+        (("suite: demo", "suite: other"), "'suite' must be 'demo', not 'other'"),
+        (("checks:", "checks: []\nextra:"), "unknown top-level key(s) extra"),
+    ],
+)
+def test_malformed_file_names_file_check_and_problem(tmp_path, edit, message):
+    path = write(tmp_path, GOOD.replace(*edit))
+    with pytest.raises(ThresholdsError) as info:
+        load_suite_thresholds(path, "demo", METRICS)
+    assert str(info.value).startswith(f"thresholds {path}")
+    assert message in str(info.value)
+
+
+def test_invalid_yaml_and_missing_file(tmp_path):
+    with pytest.raises(ThresholdsError, match="not valid YAML"):
+        load_suite_thresholds(write(tmp_path, "suite: [unclosed"), "demo", METRICS)
+    with pytest.raises(ThresholdsError, match="file not found"):
+        load_suite_thresholds(tmp_path / "absent.yaml", "demo", METRICS)
+
+
+def test_absolute_verdicts(tmp_path):
+    gate = load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)
+    check = gate["score_high"]
+    assert check.judge({"score": result("score", 0.5)}).outcome == "pass"  # bound inclusive
+    failed = check.judge({"score": result("score", 0.49)})
+    assert failed.outcome == "fail" and "not >= 0.5" in failed.reason
+
+
+def test_relative_verdict_uses_reference_plus_margin(tmp_path):
+    check = load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)["leak_like_retain"]
+    reference = {"leak": result("leak", 0.10)}
+    ok = check.judge({"leak": result("leak", 0.149)}, reference)
+    assert ok.outcome == "pass" and ok.bound == pytest.approx(0.15) and ok.reference_value == 0.10
+    bad = check.judge({"leak": result("leak", 0.151)}, reference)
+    assert bad.outcome == "fail" and "(retain 0.1 + 0.05)" in bad.reason
+
+
+def test_relative_check_without_reference_is_skipped_not_passed(tmp_path):
+    check = load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)["leak_like_retain"]
+    verdict = check.judge({"leak": result("leak", 0.0)}, None)
+    assert verdict.outcome == "skip" and "--retain-model" in verdict.reason
+
+
+def test_strict_ci_requires_the_whole_interval_on_the_good_side(tmp_path):
+    check = load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)["score_high"]
+    straddling = {"score": result("score", 0.6, ci=(0.45, 0.75))}
+    assert check.judge(straddling).outcome == "pass"
+    strict = check.judge(straddling, strict_ci=True)
+    assert strict.outcome == "fail" and "--strict-ci" in strict.reason
+    assert check.judge({"score": result("score", 0.6, ci=(0.55, 0.65))}, strict_ci=True).outcome == "pass"
+
+
+def test_overrides_replace_bound_kind_and_validate(tmp_path):
+    gates = {"demo": load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)}
+    override = write(tmp_path, "demo:\n  leak_like_retain: {bound: 0.01}\n  score_high: {bound: 0.9}\n", "o.yaml")
+    apply_overrides(override, gates, {"demo": METRICS})
+    assert gates["demo"]["leak_like_retain"].bound == 0.01 and gates["demo"]["leak_like_retain"].relative_to is None
+    assert gates["demo"]["score_high"].bound == 0.9 and gates["demo"]["score_high"].source == str(override)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("demo:\n  nope: {bound: 1}\n", "check 'nope': suite 'demo' has no check of this name"),
+        ("other:\n  x: {bound: 1}\n", "unknown suite 'other'"),
+        ("demo:\n  score_high: {bound: '1'}\n", "check 'score_high': 'bound' must be a finite number"),
+        ("demo:\n  score_high: {colour: red}\n", "check 'score_high': unknown key(s) colour"),
+    ],
+)
+def test_bad_overrides(tmp_path, text, message):
+    gates = {"demo": load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)}
+    with pytest.raises(ThresholdsError, match=re.escape(message)):
+        apply_overrides(write(tmp_path, text, "o.yaml"), gates, {"demo": METRICS})
