@@ -65,7 +65,7 @@ class DiskCache:
         """The cached value for `parts`, computing and storing it on a miss."""
         key = cache_key(parts)
         path = self._path(key)
-        found, value = self._read(path)
+        found, value = self._read(path, count_corrupt=False)
         if found:
             self.stats.hits += 1
             return value
@@ -81,18 +81,17 @@ class DiskCache:
             atomic_write_bytes(path, MAGIC + digest + b"\n" + payload)
         return value
 
-    def _read(self, path: Path) -> tuple[bool, Any]:
+    def _read(self, path: Path, count_corrupt: bool = True) -> tuple[bool, Any]:
         try:
             blob = path.read_bytes()
         except FileNotFoundError:
             return False, None
         header_len = len(MAGIC) + 65
         digest, payload = blob[len(MAGIC) : header_len - 1], blob[header_len:]
-        if not blob.startswith(MAGIC) or hashlib.sha256(payload).hexdigest().encode() != digest:
-            self.stats.corrupt += 1
-            return False, None
         try:
+            if not blob.startswith(MAGIC) or hashlib.sha256(payload).hexdigest().encode() != digest:
+                raise ValueError("checksum mismatch")
             return True, pickle.loads(payload)["value"]
-        except Exception:  # noqa: BLE001 - a verified payload that fails to load is still corrupt
-            self.stats.corrupt += 1
+        except Exception:  # noqa: BLE001 - anything unreadable is corrupt: recompute
+            self.stats.corrupt += count_corrupt
             return False, None

@@ -60,7 +60,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _prefer_loadgroup(config: pytest.Config) -> None:
     """With `-n`, keep each checkpoint's tests on one worker (one model load
-    per checkpoint) unless the user chose a distribution mode explicitly."""
+    per checkpoint) unless the user chose a distribution mode explicitly.
+    The grouping itself is done by `scheduling.CheckpointScheduling`."""
     explicit = any(a == "--dist" or a.startswith("--dist=") or a == "-d" for a in config.invocation_params.args)
     if getattr(config.option, "dist", "no") == "load" and not explicit:
         config.option.dist = "loadgroup"
@@ -177,6 +178,14 @@ class PluginState:
             self.report = _new_report(self.config, self.bench_options())
         for record in records:
             add_record(self.report, record)
+
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log):
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from unlearnbench.scheduling import CheckpointScheduling
+
+        return CheckpointScheduling(config, log, [spec.name for spec in self.checkpoints()])
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:

@@ -161,7 +161,7 @@ def check_safetensors(path: Path) -> None:
             raise CheckpointError(path, f"truncated safetensors file ({size} bytes, no header)")
         (header_len,) = struct.unpack("<Q", head)
         if header_len > size - 8:
-            raise CheckpointError(path, f"corrupt safetensors header (claims {header_len} bytes, file has {size})")
+            raise CheckpointError(path, f"truncated safetensors file or corrupt header (header claims {header_len} bytes, file has {size})")
         try:
             header = json.loads(fh.read(header_len))
         except (json.JSONDecodeError, UnicodeDecodeError):

@@ -1,0 +1,140 @@
+"""The pytest plugin end to end, in subprocesses (pytester)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def project(pytester):
+    """A checkout-like folder with the smoke suite and its default gate."""
+    shutil.copytree(ROOT / "suites" / "smoke", pytester.path / "suites" / "smoke")
+    shutil.copytree(ROOT / "thresholds", pytester.path / "thresholds")
+    return pytester
+
+
+def run_suite(project, cache_dir, *args):
+    result = project.runpytest_subprocess(
+        "suites/smoke", "--cache-dir", str(cache_dir), "--report-dir", str(project.path / "reports"), *args
+    )
+    reports = sorted((project.path / "reports").glob("*/report.json"))
+    return result, (json.loads(reports[-1].read_text()) if reports else None)
+
+
+def values(report):
+    return {
+        (name, check): verdict.get("value")
+        for name, ckpt in report["checkpoints"].items()
+        for check, verdict in ckpt["suites"]["smoke"]["checks"].items()
+    }
+
+
+def test_two_checkpoints_serial_and_xdist_give_one_identical_report(
+    project, cache_dir, smoke_lm_dir, smoke_untrained_dir
+):
+    models = ["--model", f"lm={smoke_lm_dir}", "--model", f"untrained={smoke_untrained_dir}"]
+    serial, serial_report = run_suite(project, cache_dir, *models)
+    shutil.rmtree(project.path / "reports")
+    parallel, parallel_report = run_suite(project, cache_dir, *models, "-n", "2")
+
+    for result in (serial, parallel):
+        assert result.ret == 1  # the untrained checkpoint fails its gate
+        result.stdout.fnmatch_lines(["*test_fluent_on_reference_texts*untrained*", "*unlearnbench*"])
+    serial.assert_outcomes(passed=2, failed=2, skipped=2)
+    parallel.assert_outcomes(passed=2, failed=2, skipped=2)
+    assert len(list((project.path / "reports").glob("*/report.json"))) == 1  # one merged report, no per-worker files
+
+    assert set(parallel_report["checkpoints"]) == {"lm", "untrained"}
+    assert values(serial_report) == values(parallel_report)
+    lm = parallel_report["checkpoints"]["lm"]
+    assert lm["info"]["fingerprint"] and lm["suites"]["smoke"]["metrics"]["qa_rougeL_recall"]["per_item"]
+    assert lm["suites"]["smoke"]["checks"]["no_less_fluent_than_full"]["outcome"] == "skip"
+    for ckpt in parallel_report["checkpoints"].values():  # loadgroup: one worker per checkpoint
+        workers = {c["worker"] for c in ckpt["suites"]["smoke"]["checks"].values()}
+        assert len(workers) == 1 and workers.pop().startswith("gw")
+    assert parallel_report["summary"] == {"passed": 2, "failed": 2, "skipped": 2, "errors": 0}
+    assert parallel_report["schema_version"] == 1 and parallel_report["environment"]["torch"]
+
+
+def test_exit_code_follows_a_deliberately_failing_threshold(project, cache_dir, smoke_lm_dir):
+    passing, _ = run_suite(project, cache_dir, "--model", str(smoke_lm_dir))
+    assert passing.ret == 0
+    (project.path / "strict.yaml").write_text("smoke:\n  fluent_on_reference_texts: {bound: 0.0}\n")
+    failing, report = run_suite(project, cache_dir, "--model", str(smoke_lm_dir), "--thresholds", "strict.yaml")
+    assert failing.ret == 1
+    verdict = report["checkpoints"][smoke_lm_dir.name]["suites"]["smoke"]["checks"]["fluent_on_reference_texts"]
+    assert verdict["outcome"] == "fail" and verdict["bound"] == 0.0
+
+
+def test_reference_model_work_is_cached_across_runs(project, cache_dir, smoke_lm_dir, smoke_untrained_dir, tmp_path):
+    own_cache = tmp_path / "cache"
+    args = ["--model", str(smoke_untrained_dir), "--full-model", str(smoke_lm_dir)]
+    first, first_report = run_suite(project, own_cache, *args)
+    second, second_report = run_suite(project, own_cache, *args)
+    assert first.ret == second.ret == 1
+    assert first_report["run"]["cache"] == {"hits": 0, "misses": 1, "corrupt": 0}
+    assert second_report["run"]["cache"] == {"hits": 1, "misses": 0, "corrupt": 0}
+    check = second_report["checkpoints"][smoke_untrained_dir.name]["suites"]["smoke"]["checks"]
+    assert check["no_less_fluent_than_full"]["reference_value"] == pytest.approx(
+        first_report["checkpoints"][smoke_untrained_dir.name]["suites"]["smoke"]["checks"][
+            "no_less_fluent_than_full"]["reference_value"])
+    assert second_report["references"]["full"]["fingerprint"]
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_missing_checkpoint_is_a_usage_error(project, cache_dir, tmp_path, xdist):
+    result, report = run_suite(project, cache_dir, "--model", str(tmp_path / "gone"), *xdist)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: checkpoint {tmp_path / 'gone'}: no such file or directory"])
+    assert report is None
+
+
+def test_corrupt_checkpoint_and_bad_thresholds_are_usage_errors(project, cache_dir, smoke_lm_dir, tmp_path):
+    broken = shutil.copytree(smoke_lm_dir, tmp_path / "broken")
+    (broken / "model.safetensors").write_bytes((broken / "model.safetensors").read_bytes()[:1000])
+    result, _ = run_suite(project, cache_dir, "--model", str(broken))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: checkpoint */broken/model.safetensors: truncated safetensors file*"])
+
+    (project.path / "bad.yaml").write_text("smoke:\n  fluent_on_reference_texts: {bound: -1, colour: red}\n")
+    result, _ = run_suite(project, cache_dir, "--model", str(smoke_lm_dir), "--thresholds", "bad.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: thresholds bad.yaml check 'fluent_on_reference_texts': unknown key(s) colour*"])
+
+    (project.path / "thresholds" / "smoke.yaml").write_text("suite: smoke\nchecks:\n  x: {metric: nope}\n")
+    result, _ = run_suite(project, cache_dir, "--model", str(smoke_lm_dir))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: thresholds */thresholds/smoke.yaml check 'x': missing 'direction'"])
+
+
+def test_plugin_is_inert_without_suites(pytester):
+    pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
+    result = pytester.runpytest_subprocess("--model", "/does/not/matter")
+    result.assert_outcomes(passed=1)
+    assert not (pytester.path / "reports").exists()
+    assert "report:" not in result.stdout.str() and " unlearnbench =" not in result.stdout.str()
+
+
+def test_plugin_import_is_cheap():
+    code = "import unlearnbench.plugin, sys; print(sorted({'torch', 'transformers', 'numpy'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_checkpoint_of_a_node_id():
+    from unlearnbench.scheduling import checkpoint_of
+
+    names = sorted(["ga", "ga-step5", "npo"], key=len, reverse=True)
+    assert checkpoint_of("suites/x.py::test_a[ga-step5]", names) == "ga-step5"
+    assert checkpoint_of("suites/x.py::test_a[ga]", names) == "ga"
+    assert checkpoint_of("suites/x.py::test_a[npo-fmt2]", names) == "npo"
+    assert checkpoint_of("suites/x.py::test_a[other]", names) is None
+    assert checkpoint_of("tests/test_x.py::test_plain", names) is None
