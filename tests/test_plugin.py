@@ -138,3 +138,15 @@ def test_checkpoint_of_a_node_id():
     assert checkpoint_of("suites/x.py::test_a[npo-fmt2]", names) == "npo"
     assert checkpoint_of("suites/x.py::test_a[other]", names) is None
     assert checkpoint_of("tests/test_x.py::test_plain", names) is None
+
+
+def test_cli_zoo_inspect_and_errors(cache_dir, smoke_lm_dir, capsys):
+    from unlearnbench.cli import main
+
+    assert main(["zoo", "--cache-dir", str(cache_dir), "path", "smoke-lm"]) == 0
+    assert capsys.readouterr().out.strip() == str(smoke_lm_dir)
+    assert main(["inspect", str(smoke_lm_dir)]) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "hf"
+    assert main(["inspect", "/no/such/ckpt"]) == 2
+    assert "checkpoint /no/such/ckpt: no such file or directory" in capsys.readouterr().err
+    assert main(["thresholds", str(ROOT / "thresholds" / "smoke.yaml")]) == 0

@@ -1,0 +1,114 @@
+"""`unlearnbench` command line: the fixture zoo, checkpoint inspection, reports.
+
+Evaluation itself runs through pytest (`pytest suites/... --model PATH`);
+this tool covers what happens around it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from unlearnbench.errors import UnlearnbenchError
+
+
+def _zoo(args: argparse.Namespace) -> int:
+    from unlearnbench.fixtures import zoo
+
+    if args.zoo_command == "list":
+        for name, recipe in zoo.RECIPES.items():
+            built = (zoo.checkpoint_dir(name, args.cache_dir) / "manifest.json").is_file()
+            print(f"{name:<20} {'built' if built else '-':<6} {recipe.description}")
+        return 0
+    if args.zoo_command == "path":
+        print(zoo.checkpoint_dir(args.name, args.cache_dir))
+        return 0
+    for name in args.names or list(zoo.RECIPES):
+        path = zoo.build(name, args.cache_dir)
+        manifest = json.loads((path / "manifest.json").read_text())
+        loss = manifest["loss_curve"][-1] if manifest["loss_curve"] else None
+        print(f"{name:<20} {path}  final loss {loss}  built in {manifest['build_seconds']} s")
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from unlearnbench.models.checkpoint import CheckpointSpec, fingerprint, resolve
+
+    spec = CheckpointSpec.parse(args.checkpoint)
+    resolved = resolve(spec.source)
+    info = {"name": spec.name, "kind": resolved.kind, "path": resolved.display,
+            "fingerprint": fingerprint(resolved.files), "files": [p.name for p in resolved.files]}
+    if args.load:
+        from unlearnbench.models.handle import ModelHandle
+
+        info |= ModelHandle.load(resolved, name=spec.name, device=args.device).describe()
+    print(json.dumps(info, indent=2))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from unlearnbench.report.schema import load_report, summary_lines
+
+    report = load_report(args.report)
+    print("\n".join(summary_lines(report)))
+    summary = report["summary"]
+    print(f"\n{summary['passed']} passed, {summary['failed']} failed, {summary['skipped']} skipped")
+    return 1 if summary["failed"] or summary["errors"] else 0
+
+
+def _thresholds(args: argparse.Namespace) -> int:
+    from unlearnbench.suites import SUITES
+    from unlearnbench.thresholds import load_suite_thresholds
+
+    suite = args.suite or args.file.stem
+    if suite not in SUITES:
+        raise UnlearnbenchError(f"unknown suite '{suite}' (known: {', '.join(SUITES)})")
+    checks = load_suite_thresholds(args.file, suite, SUITES[suite].metrics)
+    print(f"{args.file}: {len(checks)} valid checks for suite {suite}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="unlearnbench", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    zoo = sub.add_parser("zoo", help="build, list or locate fixture-zoo checkpoints")
+    zoo.add_argument("--cache-dir", type=Path, default=None, help="default ~/.cache/unlearnbench")
+    zoo_sub = zoo.add_subparsers(dest="zoo_command", required=True)
+    build = zoo_sub.add_parser("build", help="train (or find cached) zoo checkpoints")
+    build.add_argument("names", nargs="*", help="recipes to build (default: all)")
+    zoo_sub.add_parser("list", help="recipes and whether they are built")
+    path = zoo_sub.add_parser("path", help="the checkpoint directory of a recipe")
+    path.add_argument("name")
+    zoo.set_defaults(run=_zoo)
+
+    inspect = sub.add_parser("inspect", help="validate a checkpoint and print its fingerprint")
+    inspect.add_argument("checkpoint", help="[NAME=]PATH: HF directory, .gguf file or Hub id")
+    inspect.add_argument("--load", action="store_true", help="also load it and describe the model")
+    inspect.add_argument("--device", default="auto")
+    inspect.set_defaults(run=_inspect)
+
+    report = sub.add_parser("report", help="print the summary table of a report.json")
+    report.add_argument("report", type=Path)
+    report.set_defaults(run=_report)
+
+    thresholds = sub.add_parser("thresholds", help="validate a suite's thresholds YAML")
+    thresholds.add_argument("file", type=Path)
+    thresholds.add_argument("--suite", help="suite name (default: the file's stem)")
+    thresholds.set_defaults(run=_thresholds)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (UnlearnbenchError, KeyError, ValueError, FileNotFoundError) as exc:
+        print(f"unlearnbench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
