@@ -273,46 +273,48 @@ class ModelHandle:
         max_new_tokens: int,
         stop_strings: Sequence[str] = (),
         prefix: str = "",
+        reuse_prefix_cache: bool = True,
     ) -> list[str]:
         """Greedy continuations, batched with left padding, cut at the first stop string.
 
         `prefix` is text shared by every prompt (few-shot examples, a system
-        turn): it is encoded and run once, and its KV cache is reused by every
-        batch. Prompt tokens are encode(prefix) + encode(prompt) whether or not
-        a prefix is given, so results do not depend on the reuse.
+        turn). Prompt tokens are encode(prefix) + encode(prompt) either way; with
+        `reuse_prefix_cache` the prefix is run once and its KV cache is copied
+        into every batch instead of being recomputed per row.
         """
         from transformers import GenerationConfig
 
         prefix_ids = self.encode(prefix, add_special_tokens=True) if prefix else []
         suffixes = [self.encode(p, add_special_tokens=not prefix) for p in prompts]
-        prefix_cache = self._prefix_cache(prefix_ids) if prefix_ids else None
-        eos = self._eos_ids()
+        prefix_cache = self._prefix_cache(prefix_ids) if prefix_ids and reuse_prefix_cache else None
+        shared = prefix_ids if prefix_cache is not None else []
+        rows_of = [s if prefix_cache is not None else prefix_ids + s for s in suffixes]
         config = GenerationConfig(
             do_sample=False,
             max_new_tokens=max_new_tokens,
             pad_token_id=self.tokenizer.pad_token_id,
-            eos_token_id=eos,
+            eos_token_id=self._eos_ids(),
         )
         stops = tuple(s for s in stop_strings if s)
 
         def run(batch: list[int]) -> list[str]:
-            rows = [suffixes[i] for i in batch]
-            width = max(len(r) for r in rows)
-            ids = torch.full((len(rows), len(prefix_ids) + width), self.tokenizer.pad_token_id, dtype=torch.long)
+            rows = [rows_of[i] for i in batch]
+            width = len(shared) + max(len(r) for r in rows)
+            ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
             mask = torch.zeros_like(ids)
-            ids[:, : len(prefix_ids)] = torch.tensor(prefix_ids, dtype=torch.long)
-            mask[:, : len(prefix_ids)] = 1
+            ids[:, : len(shared)] = torch.tensor(shared, dtype=torch.long)
+            mask[:, : len(shared)] = 1
             for row, seq in enumerate(rows):
-                # Left padding of the prompt part: padding sits between the
-                # shared prefix and the prompt, masked out of attention.
-                ids[row, ids.shape[1] - len(seq) :] = torch.tensor(seq, dtype=torch.long)
-                mask[row, ids.shape[1] - len(seq) :] = 1
+                # Left padding of the per-prompt part: with a reused prefix the
+                # padding sits between prefix and prompt, masked out of attention.
+                ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+                mask[row, width - len(seq) :] = 1
             kwargs = {}
             if prefix_cache is not None:
                 cache = copy.deepcopy(prefix_cache)
                 cache.batch_repeat_interleave(len(rows))
                 kwargs[self._cache_kwarg] = cache
-            criteria = [_StopStrings(self.tokenizer, stops, ids.shape[1])] if stops else None
+            criteria = [_StopStrings(self.tokenizer, stops, width)] if stops else None
             out = self.model.generate(
                 input_ids=ids.to(self.device),
                 attention_mask=mask.to(self.device),
@@ -320,11 +322,11 @@ class ModelHandle:
                 stopping_criteria=criteria,
                 **kwargs,
             )
-            texts = self.tokenizer.batch_decode(out[:, ids.shape[1] :], skip_special_tokens=True)
+            texts = self.tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
             return [cut_at_stop(t, stops) for t in texts]
 
         return self._map_batches(
-            [len(s) for s in suffixes], run, full_vocab_logits=False, extra=len(prefix_ids) + max_new_tokens
+            [len(r) for r in rows_of], run, full_vocab_logits=False, extra=len(shared) + max_new_tokens
         )
 
     def _prefix_cache(self, prefix_ids: list[int]):
