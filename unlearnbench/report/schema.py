@@ -8,13 +8,13 @@ Schema `unlearnbench.report` version 1::
 
     {schema, schema_version,
      run: {id, directory, started_at, finished_at, duration_s, command, cwd, options, seed, strict_ci,
-          thresholds_files: {SUITE: path}, exit_status},
+          thresholds_files: {SUITE: path}, cache: {hits, misses, corrupt}, exit_status},
      environment: {unlearnbench, torch, transformers, python, platform, machine, cpu_count, memory_gb},
      references: {full: checkpoint-info | null, retain: ...},
      checkpoints: {NAME: {info: checkpoint-info,
                           suites: {SUITE: {data: {fingerprint, source},
                                            metrics: {METRIC: MetricResult},
-                                           checks: {CHECK: Verdict},
+                                           checks: {CHECK: Verdict + worker},
                                            timings: {evaluate_s, ...}}}}},
      summary: {passed, failed, skipped, errors}}
 """
