@@ -150,3 +150,11 @@ def test_cli_zoo_inspect_and_errors(cache_dir, smoke_lm_dir, capsys):
     assert main(["inspect", "/no/such/ckpt"]) == 2
     assert "checkpoint /no/such/ckpt: no such file or directory" in capsys.readouterr().err
     assert main(["thresholds", str(ROOT / "thresholds" / "smoke.yaml")]) == 0
+
+
+def test_bad_device_and_batch_size_are_usage_errors(project, cache_dir, smoke_lm_dir):
+    result, _ = run_suite(project, cache_dir, "--model", str(smoke_lm_dir), "--device", "gpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --device must be auto, cpu, cuda or cuda:N, not 'gpu'"])
+    result, _ = run_suite(project, cache_dir, "--model", str(smoke_lm_dir), "--batch-size", "0")
+    result.stderr.fnmatch_lines(["ERROR: --batch-size must be 'auto' or a positive integer, not '0'"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import sys
 import time
@@ -106,6 +107,8 @@ class PluginState:
             batch = opt("batch_size")
             if batch != "auto" and (not batch.isdigit() or int(batch) < 1):
                 raise UnlearnbenchError(f"--batch-size must be 'auto' or a positive integer, not {batch!r}")
+            if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", opt("device")):
+                raise UnlearnbenchError(f"--device must be auto, cpu, cuda or cuda:N, not {opt('device')!r}")
             data_dirs = {}
             for entry in opt("data_dir"):
                 suite, sep, directory = entry.partition("=")

@@ -25,7 +25,6 @@ class BenchOptions:
     full: CheckpointSpec | None = None
     retain: CheckpointSpec | None = None
     thresholds_override: Path | None = None
-    thresholds_dir: Path | None = None
     data_dirs: dict[str, Path] = field(default_factory=dict)  # suite -> dir ("*" = every suite)
     device: str = "auto"
     dtype: str = "auto"
