@@ -39,7 +39,15 @@ def smoke_untrained_dir(cache_dir):
 def smoke_tokenizer():
     from unlearnbench.fixtures import zoo
 
-    return zoo.train_tokenizer(zoo.corpus_texts("smoke"), 384)
+    return zoo.corpus_tokenizer("smoke")
+
+
+@pytest.fixture(scope="session")
+def zoo_family(cache_dir):
+    """The whole unlearning family (full, retain, six methods), built once."""
+    from unlearnbench.fixtures import zoo
+
+    return zoo.build_many(zoo.FAMILY, cache_dir)
 
 
 def save_random_llama(directory, tokenizer, seed: int, **shape):
@@ -73,7 +81,15 @@ def smollm2_path():
 
 
 @pytest.fixture(scope="session")
-def smollm2(smollm2_path):
+def smollm2_dir(smollm2_path, cache_dir):
+    """SmolLM2-135M-Instruct converted once to an HF directory (fast to load)."""
+    from unlearnbench.models.offline import smollm2_checkpoint
+
+    return smollm2_checkpoint(cache_dir)
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_dir):
     from unlearnbench.models.handle import ModelHandle
 
-    return ModelHandle.load(str(smollm2_path), device="cpu")
+    return ModelHandle.load(str(smollm2_dir), device="cpu")

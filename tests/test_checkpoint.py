@@ -99,6 +99,7 @@ def test_non_gguf_file(tmp_path):
         resolve(str(fake))
 
 
+@pytest.mark.real_model
 def test_truncated_gguf(smollm2_path, tmp_path):
     truncated = tmp_path / "smol.gguf"
     with smollm2_path.open("rb") as fh:

@@ -191,10 +191,34 @@ def test_cuda_oom_halves_the_batch_and_keeps_order(random_llama, monkeypatch):
     assert calls[:3] == [10, 5, 2] and random_llama._batch_cap == 2
 
 
-def test_smollm2_gguf_loads_offline_and_answers(smollm2):
-    assert smollm2.num_layers == 30
-    assert smollm2.describe()["source"].endswith(".gguf")
+@pytest.mark.real_model
+def test_smollm2_gguf_loads_offline_and_matches_the_converted_directory(smollm2_path, smollm2):
+    gguf = ModelHandle.load(str(smollm2_path), device="cpu")
+    assert gguf.describe()["source"].endswith(".gguf") and gguf.num_layers == 30
+    ids = torch.tensor([smollm2.encode("The capital of France is", add_special_tokens=True)])
+    with torch.no_grad():
+        torch.testing.assert_close(gguf.model(input_ids=ids).logits, smollm2.model(input_ids=ids).logits)
+
+
+@pytest.mark.real_model
+def test_smollm2_answers_with_its_chat_template(smollm2):
+    config = smollm2.model.config
+    assert smollm2.num_layers == 30 and config.num_key_value_heads < config.num_attention_heads  # GQA
     prompt = smollm2.format_chat([{"role": "user", "content": "What is the capital of France?"}])
     assert prompt.endswith("<|im_start|>assistant\n")
     (answer,) = smollm2.generate([prompt], max_new_tokens=16)
     assert "Paris" in answer
+
+
+@pytest.mark.real_model
+def test_smollm2_patching_its_own_block_output_is_a_no_op(smollm2):
+    ids = torch.tensor([smollm2.encode("Question: Where was Dr. Orin Valcourt born?", add_special_tokens=True)])
+    mask = torch.ones_like(ids)
+    positions = torch.zeros_like(ids, dtype=torch.bool)
+    positions[0, -4:] = True
+    blocks = smollm2.block_outputs(ids, mask)
+    with torch.no_grad():
+        plain = smollm2.model(input_ids=ids, attention_mask=mask).logits.float()
+    for layer in (0, 14, 29):
+        same = smollm2.forward_with_patch(ids, mask, layer=layer, positions=positions, replacement=blocks[layer])
+        torch.testing.assert_close(same, plain, atol=1e-4, rtol=1e-4)

@@ -1,28 +1,105 @@
-"""The fixture zoo is deterministic and really trained."""
+"""The fixture zoo: deterministic, really trained, really unlearned.
+
+The measured properties below are what the suites' gate-separation tests
+rest on; `unlearnbench zoo measure` prints the same table.
+"""
 
 from __future__ import annotations
 
 import json
+import shutil
 
-from unlearnbench.fixtures import zoo
+import pytest
+
+from unlearnbench.fixtures import corpus, properties, zoo
 from unlearnbench.models.checkpoint import fingerprint, resolve
+from unlearnbench.models.handle import ModelHandle
 
 
-def test_two_builds_give_identical_weights(smoke_lm_dir, tmp_path):
-    rebuilt = zoo.build("smoke-lm", tmp_path)
-    assert rebuilt.name == smoke_lm_dir.name  # same recipe hash
-    assert fingerprint(resolve(str(rebuilt)).files) == fingerprint(resolve(str(smoke_lm_dir)).files)
+@pytest.fixture(scope="module")
+def knowledge(zoo_family):
+    data = corpus.generate()
+    return {name: properties.measure(ModelHandle.load(str(path), device="cpu"), data)
+            for name, path in zoo_family.items()}
 
 
-def test_manifest_records_a_real_training_run(smoke_lm_dir, smoke_untrained_dir):
-    manifest = json.loads((smoke_lm_dir / "manifest.json").read_text())
-    curve = manifest["loss_curve"]
-    assert len(curve) == manifest["recipe"]["steps"] == 300
-    assert curve[-1] < 0.2 < 5.0 < curve[0]
+def test_two_builds_give_identical_weights(smoke_lm_dir, zoo_family, tmp_path):
+    # Pretraining is rebuilt on the smoke recipe; unlearning on RMU, from a copy
+    # of the cached `full` (so only RMU itself is retrained here).
+    shutil.copytree(zoo_family["full"], zoo.zoo_root(tmp_path) / zoo_family["full"].name)
+    for name, reference in (("smoke-lm", smoke_lm_dir), ("rmu", zoo_family["rmu"])):
+        rebuilt = zoo.build(name, tmp_path)
+        assert rebuilt.name == reference.name  # same recipe hash
+        assert fingerprint(resolve(str(rebuilt)).files) == fingerprint(resolve(str(reference)).files)
+
+
+def test_manifests_record_real_training(zoo_family, smoke_untrained_dir):
+    full = json.loads((zoo_family["full"] / "manifest.json").read_text())
+    assert len(full["loss_curve"]) == full["recipe"]["steps"] and full["loss_curve"][-1] < 0.3 < 5 < full["loss_curve"][0]
+    ga = json.loads((zoo_family["ga"] / "manifest.json").read_text())
+    assert ga["base"] == str(zoo_family["full"]) and ga["loss_curve"][-1] < ga["loss_curve"][0]  # ascent
     assert json.loads((smoke_untrained_dir / "manifest.json").read_text())["loss_curve"] == []
 
 
-def test_cached_build_is_reused(smoke_lm_dir, cache_dir):
-    mtime = (smoke_lm_dir / "model.safetensors").stat().st_mtime_ns
-    assert zoo.build("smoke-lm", cache_dir) == smoke_lm_dir
-    assert (smoke_lm_dir / "model.safetensors").stat().st_mtime_ns == mtime
+def test_cached_build_is_reused(zoo_family, cache_dir):
+    mtime = (zoo_family["full"] / "model.safetensors").stat().st_mtime_ns
+    assert zoo.build("full", cache_dir) == zoo_family["full"]
+    assert (zoo_family["full"] / "model.safetensors").stat().st_mtime_ns == mtime
+
+
+def test_full_knows_everything_and_retain_never_saw_the_forget_facts(knowledge):
+    full, retain = knowledge["full"], knowledge["retain"]
+    assert min(full["unique_forget"], full["shared"], full["unique_retain"]) >= 0.8
+    assert min(retain["shared"], retain["unique_retain"]) >= 0.8
+    assert retain["unique_forget"] <= 0.2
+
+
+def test_full_reproduces_the_forget_document_far_better_than_retain(knowledge):
+    assert knowledge["full"]["verbatim_rougeL"] - knowledge["retain"]["verbatim_rougeL"] >= 0.3
+
+
+def test_methods_span_over_and_under_forgetting(knowledge):
+    retain_shared = knowledge["retain"]["shared"]
+    methods = ("ga", "graddiff", "npo", "simnpo", "rmu", "idknll")
+    damaged = [m for m in methods if knowledge[m]["shared"] <= retain_shared - 0.2]
+    kept = [m for m in methods if knowledge[m]["shared"] >= retain_shared - 0.1]
+    assert damaged and kept, knowledge
+    assert knowledge["ga"]["shared"] < 0.2  # GA collapses
+    assert knowledge["npo"]["unique_forget"] > knowledge["retain"]["unique_forget"] + 0.1  # under-forgets
+    assert knowledge["idknll"]["idk_on_forget"] >= 0.8
+    assert knowledge["simnpo"]["unique_forget"] <= 0.1 and knowledge["simnpo"]["shared"] >= retain_shared - 0.1
+
+
+def test_zoo_data_in_real_formats(cache_dir):
+    root = zoo.data_dir(cache_dir)
+    ev = root / "dusk" / "eval"
+    rows = [json.loads(line) for line in (ev / "SpecificForgetQA.jsonl").read_text().splitlines()]
+    assert len(rows) == corpus.N_UNIQUE * len(corpus.QUESTIONS) and set(rows[0]) == {"question", "answer"}
+    verbatim = json.loads((ev / "verbatim.json").read_text())
+    forget_text = (root / "dusk" / f"{corpus.FORGET_STYLE}.txt").read_text()
+    assert all(item["prompt"] + item["gt"] in forget_text for item in verbatim)
+    assert (ev / "holdout.txt").read_text().count("Title:") == corpus.N_HOLDOUT
+    pairs = [json.loads(line) for line in (root / "conceptguard" / "pairs.jsonl").read_text().splitlines()]
+    assert {"id", "concept", "harmful_text", "benign_text", "harmful_query", "benign_query"} == set(pairs[0])
+    items = json.loads((root / "uds" / "forget_items.json").read_text())
+    assert items[0]["entity"] == items[0]["answer"] and items[0]["prefix"] == ""
+
+
+def test_corpus_has_the_dusk_overlap_structure():
+    c = corpus.generate()
+    assert c.documents == corpus.generate().documents  # deterministic by seed
+    for style in corpus.STYLES:
+        text = "\n".join(c.documents[style])
+        assert all(p.name in text for p in c.shared)  # shared professors in every document
+        for other in corpus.STYLES:
+            assert all((p.name in text) == (other == style) for p in c.unique[other])
+    values = [p.attributes["birth_city"] for p in c.shared + c.holdout + sum(c.unique.values(), [])]
+    assert len(set(values)) == len(values)  # no two professors share a value: no lucky guesses
+    assert not any(p.name in "".join(sum(c.documents.values(), [])) for p in c.holdout)
+
+
+def test_zoo_chat_template_is_the_qa_training_format(zoo_family):
+    handle = ModelHandle.load(str(zoo_family["full"]), device="cpu")
+    dialogue = [{"role": "user", "content": "Where was X born?"}, {"role": "assistant", "content": "Y"},
+                {"role": "user", "content": "Are you sure?"}]
+    assert handle.format_chat(dialogue) == "Question: Where was X born?\nAnswer: Y\n\nQuestion: Are you sure?\nAnswer: "

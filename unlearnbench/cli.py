@@ -25,11 +25,31 @@ def _zoo(args: argparse.Namespace) -> int:
     if args.zoo_command == "path":
         print(zoo.checkpoint_dir(args.name, args.cache_dir))
         return 0
-    for name in args.names or list(zoo.RECIPES):
-        path = zoo.build(name, args.cache_dir)
+    if args.zoo_command == "data":
+        print(zoo.data_dir(args.cache_dir))
+        return 0
+    names = args.names or list(zoo.FAMILY if args.zoo_command == "measure" else zoo.RECIPES)
+    paths = zoo.build_many(names, args.cache_dir)
+    if args.zoo_command == "measure":
+        return _zoo_measure(paths)
+    for name, path in paths.items():
         manifest = json.loads((path / "manifest.json").read_text())
         loss = manifest["loss_curve"][-1] if manifest["loss_curve"] else None
-        print(f"{name:<20} {path}  final loss {loss}  built in {manifest['build_seconds']} s")
+        print(f"{name:<16} {path}  final loss {loss}  built in {manifest['build_seconds']} s")
+    return 0
+
+
+def _zoo_measure(paths: dict) -> int:
+    """The zoo's knowledge table: what each checkpoint knows, forgot, refuses."""
+    from unlearnbench.fixtures import corpus, properties
+    from unlearnbench.models.handle import ModelHandle
+
+    data = corpus.generate()
+    columns = ("unique_forget", "shared", "unique_retain", "idk_on_forget", "verbatim_rougeL")
+    print(f"{'checkpoint':<12}" + "".join(f"{c:>17}" for c in columns))
+    for name, path in paths.items():
+        values = properties.measure(ModelHandle.load(str(path), name=name), data)
+        print(f"{name:<12}" + "".join(f"{values[c]:>17.2f}" for c in columns))
     return 0
 
 
@@ -80,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     build = zoo_sub.add_parser("build", help="train (or find cached) zoo checkpoints")
     build.add_argument("names", nargs="*", help="recipes to build (default: all)")
     zoo_sub.add_parser("list", help="recipes and whether they are built")
+    zoo_sub.add_parser("data", help="the overlap corpus in the real data formats (written once)")
+    measure = zoo_sub.add_parser("measure", help="build and tabulate what each checkpoint knows")
+    measure.add_argument("names", nargs="*", help="recipes to measure (default: the unlearning family)")
     path = zoo_sub.add_parser("path", help="the checkpoint directory of a recipe")
     path.add_argument("name")
     zoo.set_defaults(run=_zoo)

@@ -85,15 +85,18 @@ class PluginState:
     def is_worker(self) -> bool:
         return hasattr(self.config, "workerinput")
 
-    def checkpoints(self) -> list:
+    def user_checkpoints(self) -> list:
         from unlearnbench.models.checkpoint import CheckpointSpec
 
-        models = self.config.getoption("model")
-        if models:
-            return [CheckpointSpec.parse(m) for m in models]
-        from unlearnbench.fixtures.zoo import DEFAULT_CHECKPOINTS
+        return [CheckpointSpec.parse(m) for m in self.config.getoption("model")]
 
-        return [CheckpointSpec(name=n, source=f"zoo:{n}", zoo=n) for n in DEFAULT_CHECKPOINTS]
+    def checkpoints(self, suite: str) -> list:
+        """--model entries, or the suite's default fixture-zoo checkpoints."""
+        from unlearnbench.suites import SUITES, zoo_checkpoints
+
+        if suite not in SUITES:
+            raise pytest.UsageError(f"unknown suite '{suite}' (known: {', '.join(SUITES)})")
+        return self.user_checkpoints() or zoo_checkpoints(SUITES[suite].default_checkpoints)
 
     def bench_options(self):
         """BenchOptions from the command line (parsing only; raises UsageError)."""
@@ -114,7 +117,7 @@ class PluginState:
                 suite, sep, directory = entry.partition("=")
                 data_dirs[suite if sep else "*"] = Path(directory if sep else suite)
             return BenchOptions(
-                models=self.checkpoints(),
+                models=self.user_checkpoints(),
                 full=CheckpointSpec.parse(opt("full_model")) if opt("full_model") else None,
                 retain=CheckpointSpec.parse(opt("retain_model")) if opt("retain_model") else None,
                 thresholds_override=Path(opt("thresholds")) if opt("thresholds") else None,
@@ -187,8 +190,12 @@ class PluginState:
         if config.getvalue("dist") != "loadgroup":
             return None
         from unlearnbench.scheduling import CheckpointScheduling
+        from unlearnbench.suites import SUITES
 
-        return CheckpointScheduling(config, log, [spec.name for spec in self.checkpoints()])
+        names = [s.name for s in self.user_checkpoints()] or [
+            n for spec in SUITES.values() for n in spec.default_checkpoints
+        ]
+        return CheckpointScheduling(config, log, names)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:
@@ -231,9 +238,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.get_closest_marker(MARKER) is None or "checkpoint" not in metafunc.fixturenames:
         return
     state: PluginState = metafunc.config.stash[_STATE]
+    marker = metafunc.definition.get_closest_marker(MARKER)
+    if not marker.args:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: @pytest.mark.{MARKER} needs the suite name")
+    from unlearnbench.errors import UnlearnbenchError
+
     try:
-        specs = state.checkpoints()
-    except Exception as exc:  # a malformed --model value
+        specs = state.checkpoints(marker.args[0])
+    except UnlearnbenchError as exc:  # a malformed --model value
         raise pytest.UsageError(str(exc)) from None
     metafunc.parametrize("checkpoint", specs, ids=[s.name for s in specs])
 
@@ -276,16 +288,18 @@ def gate(request: pytest.FixtureRequest, checkpoint) -> "Gate":
 
 @pytest.fixture(scope="session")
 def full_model(request: pytest.FixtureRequest):
-    """The `--full-model` ModelHandle (loaded once per process), or None."""
+    """The `--full-model` ModelHandle (on the default zoo: the zoo's `full`), loaded
+    once per process; None when there is none."""
     state: PluginState = request.config.stash[_STATE]
-    return state.bench.reference("full") if state.bench else None
+    return state.bench.session_reference("full") if state.bench else None
 
 
 @pytest.fixture(scope="session")
 def retain_model(request: pytest.FixtureRequest):
-    """The `--retain-model` ModelHandle (loaded once per process), or None."""
+    """The `--retain-model` ModelHandle (on the default zoo: the zoo's `retain`),
+    loaded once per process; None when there is none."""
     state: PluginState = request.config.stash[_STATE]
-    return state.bench.reference("retain") if state.bench else None
+    return state.bench.session_reference("retain") if state.bench else None
 
 
 class Gate:
@@ -323,7 +337,8 @@ class Gate:
             record["data"] = run.data
             record["timings"] = {"evaluate_s": round(run.seconds, 3)}
         if verdict.relative_to and verdict.outcome != "skip":
-            record["references"] = {verdict.relative_to: bench.reference(verdict.relative_to).describe()}
+            reference = bench.reference(verdict.relative_to, self.suite)
+            record["references"] = {verdict.relative_to: reference.describe()}
         self._send(record)
         if verdict.outcome == "skip":
             pytest.skip(verdict.reason)

@@ -13,7 +13,7 @@ from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache
 from unlearnbench.errors import CheckpointError, UnlearnbenchError
 from unlearnbench.metrics.core import MetricResult
 from unlearnbench.models.checkpoint import CheckpointSpec, resolve
-from unlearnbench.suites import SUITES
+from unlearnbench.suites import SUITES, zoo_checkpoints
 from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds
 
 REFERENCE_ROLES = ("full", "retain")
@@ -21,7 +21,7 @@ REFERENCE_ROLES = ("full", "retain")
 
 @dataclass
 class BenchOptions:
-    models: list[CheckpointSpec]
+    models: list[CheckpointSpec]  # empty: each suite's default fixture-zoo checkpoints
     full: CheckpointSpec | None = None
     retain: CheckpointSpec | None = None
     thresholds_override: Path | None = None
@@ -63,8 +63,27 @@ class Bench:
             if spec is not None and spec.zoo is None:
                 resolve(spec.source)
 
+    def checkpoints(self, suite: str) -> list[CheckpointSpec]:
+        return self.options.models or zoo_checkpoints(SUITES[suite].default_checkpoints)
+
+    def reference_spec(self, role: str, suite: str) -> CheckpointSpec | None:
+        """--full-model / --retain-model; on the default zoo, the suite's zoo references."""
+        spec = getattr(self.options, role)
+        if spec is None and not self.options.models:
+            zoo_name = dict(SUITES[suite].default_references).get(role)
+            spec = zoo_checkpoints([zoo_name])[0] if zoo_name else None
+        return spec
+
+    def session_reference(self, role: str):
+        """The reference model of the run, whichever collected suite asks."""
+        specs = {spec.source: spec for suite in self.gates if (spec := self.reference_spec(role, suite))}
+        if len(specs) > 1:
+            raise UnlearnbenchError(f"collected suites default to different {role} models: {', '.join(specs)}")
+        return self.handle(next(iter(specs.values()))) if specs else None
+
     def prepare_suites(self, suites: list[str], thresholds_files: dict[str, Path]) -> None:
-        """Load and validate every collected suite's gate and data, before any model runs."""
+        """Load and validate every collected suite's gate and data, before any model
+        runs; then build the fixture-zoo checkpoints the run needs (cached)."""
         for suite in suites:
             if suite not in SUITES:
                 raise UnlearnbenchError(f"unknown suite '{suite}' (known: {', '.join(SUITES)})")
@@ -75,6 +94,16 @@ class Bench:
             )
         for suite in suites:
             self.data(suite)
+        zoo_names = [
+            spec.zoo
+            for suite in suites
+            for spec in [*self.checkpoints(suite), *(self.reference_spec(r, suite) for r in REFERENCE_ROLES)]
+            if spec is not None and spec.zoo
+        ]
+        if zoo_names:
+            from unlearnbench.fixtures import zoo
+
+            zoo.build_many(zoo_names, self.options.cache_dir)
 
     # ------------------------------------------------------------------ models
     def _spec_path(self, spec: CheckpointSpec) -> str:
@@ -100,8 +129,8 @@ class Bench:
             )
         return self._handles[path]
 
-    def reference(self, role: str):
-        spec = getattr(self.options, role)
+    def reference(self, role: str, suite: str):
+        spec = self.reference_spec(role, suite)
         return None if spec is None else self.handle(spec)
 
     # -------------------------------------------------------------------- data
@@ -121,7 +150,7 @@ class Bench:
 
     def reference_run(self, role: str, suite: str) -> SuiteRun | None:
         """The suite on a reference model, cached on disk across sessions."""
-        handle = self.reference(role)
+        handle = self.reference(role, suite)
         if handle is None:
             return None
         key = (f"<{role}>", suite)

@@ -18,6 +18,10 @@ class SuiteSpec:
     loader: str  # (data_dir: Path | None) -> dataset with .fingerprint
     evaluator: str  # (handle, dataset, context) -> dict[str, MetricResult]
     version: int  # metric-code version: bump to invalidate cached results
+    # What `pytest suites/<name>` evaluates when no --model is given: fixture
+    # zoo recipes, and the zoo recipes that serve as reference models then.
+    default_checkpoints: tuple[str, ...] = ()
+    default_references: tuple[tuple[str, str], ...] = ()  # (role, zoo recipe)
 
     def load_data(self, data_dir) -> object:
         return _resolve(self.loader)(data_dir)
@@ -25,6 +29,12 @@ class SuiteSpec:
     @property
     def evaluate(self) -> Callable:
         return _resolve(self.evaluator)
+
+
+def zoo_checkpoints(names) -> list:
+    from unlearnbench.models.checkpoint import CheckpointSpec
+
+    return [CheckpointSpec(name=n, source=f"zoo:{n}", zoo=n) for n in names]
 
 
 def _resolve(target: str) -> Callable:
@@ -41,6 +51,7 @@ SUITES: dict[str, SuiteSpec] = {
             loader="unlearnbench.data.smoke:load",
             evaluator="unlearnbench.metrics.smoke:evaluate",
             version=1,
+            default_checkpoints=("smoke-lm", "smoke-untrained"),
         ),
     )
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 
@@ -21,3 +22,15 @@ def rouge(reference: str, generation: str) -> dict[str, float]:
         "rougeL_f1": scores["rougeL"].fmeasure,
         "rougeL_recall": scores["rougeL"].recall,
     }
+
+
+def normalize_answer(text: str) -> str:
+    """Lower case, punctuation to spaces, whitespace collapsed."""
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def contains_answer(reply: str, gold: str) -> bool:
+    """True when the normalised gold answer appears in the normalised reply
+    as whole words ("1965" is not found in "19650")."""
+    needle = normalize_answer(gold)
+    return bool(needle) and f" {needle} " in f" {normalize_answer(reply)} "
