@@ -43,7 +43,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--cache-dir", metavar="DIR", default=None,
                     help="cache for reference-model work and the zoo (default ~/.cache/unlearnbench)")
     group.addoption("--data-dir", action="append", default=[], metavar="[SUITE=]DIR",
-                    help="data directory for every suite, or for one suite; repeatable")
+                    help="data for every suite, or for one suite (a directory, or hf:DATASET); repeatable")
+    group.addoption("--suite-option", action="append", default=[], metavar="SUITE.KEY=VALUE",
+                    help="a suite parameter (e.g. dusk.forget_style=Listicle); repeatable")
     group.addoption("--strict-ci", action="store_true",
                     help="a check passes only if its whole 95%% bootstrap CI is on the good side")
     group.addoption("--seed", type=int, default=0, help="seed for anything random (default 0)")
@@ -104,6 +106,7 @@ class PluginState:
         from unlearnbench.errors import UnlearnbenchError
         from unlearnbench.models.checkpoint import CheckpointSpec
         from unlearnbench.session import BenchOptions
+        from unlearnbench.suites import SUITES
 
         opt = self.config.getoption
         try:
@@ -115,13 +118,22 @@ class PluginState:
             data_dirs = {}
             for entry in opt("data_dir"):
                 suite, sep, directory = entry.partition("=")
-                data_dirs[suite if sep else "*"] = Path(directory if sep else suite)
+                data_dirs[suite if sep else "*"] = directory if sep else suite
+            suite_options: dict[str, dict[str, str]] = {}
+            for entry in opt("suite_option"):
+                key, sep, value = entry.partition("=")
+                suite, dot, name = key.partition(".")
+                if not (sep and dot) or suite not in SUITES or name not in SUITES[suite].options:
+                    known = ", ".join(f"{s}.{o}" for s, spec in SUITES.items() for o in spec.options)
+                    raise UnlearnbenchError(f"--suite-option {entry!r}: expected SUITE.KEY=VALUE, one of {known}")
+                suite_options.setdefault(suite, {})[name] = value
             return BenchOptions(
                 models=self.user_checkpoints(),
                 full=CheckpointSpec.parse(opt("full_model")) if opt("full_model") else None,
                 retain=CheckpointSpec.parse(opt("retain_model")) if opt("retain_model") else None,
                 thresholds_override=Path(opt("thresholds")) if opt("thresholds") else None,
                 data_dirs=data_dirs,
+                suite_options=suite_options,
                 device=opt("device"),
                 dtype=opt("dtype"),
                 batch_size=None if batch == "auto" else int(batch),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache
 from unlearnbench.errors import CheckpointError, UnlearnbenchError
-from unlearnbench.metrics.core import MetricResult
+from unlearnbench.metrics.core import MetricResult, Unavailable, metric_from_dict
 from unlearnbench.models.checkpoint import CheckpointSpec, resolve
 from unlearnbench.suites import SUITES, zoo_checkpoints
 from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds
@@ -25,7 +25,8 @@ class BenchOptions:
     full: CheckpointSpec | None = None
     retain: CheckpointSpec | None = None
     thresholds_override: Path | None = None
-    data_dirs: dict[str, Path] = field(default_factory=dict)  # suite -> dir ("*" = every suite)
+    data_dirs: dict[str, str] = field(default_factory=dict)  # suite -> dir or hf:ID ("*" = every suite)
+    suite_options: dict[str, dict[str, str]] = field(default_factory=dict)  # suite -> key -> value
     device: str = "auto"
     dtype: str = "auto"
     batch_size: int | None = None
@@ -38,7 +39,7 @@ class BenchOptions:
 class SuiteRun:
     """One suite evaluated on one checkpoint."""
 
-    metrics: dict[str, MetricResult]
+    metrics: dict[str, MetricResult | Unavailable]
     data: dict
     seconds: float
 
@@ -51,6 +52,7 @@ class Bench:
         self._handles: dict[str, object] = {}
         self._data: dict[str, object] = {}
         self._runs: dict[tuple[str, str], SuiteRun] = {}
+        self._failures: dict[tuple[str, str], str] = {}
 
     # ------------------------------------------------------------ validation
     def validate_checkpoints(self) -> None:
@@ -136,16 +138,42 @@ class Bench:
     # -------------------------------------------------------------------- data
     def data(self, suite: str):
         if suite not in self._data:
-            directory = self.options.data_dirs.get(suite) or self.options.data_dirs.get("*")
-            self._data[suite] = SUITES[suite].load_data(directory)
+            source = self.options.data_dirs.get(suite) or self.options.data_dirs.get("*")
+            if source is None and not self.options.models and SUITES[suite].default_data == "zoo":
+                from unlearnbench.fixtures import zoo
+
+                source = str(zoo.data_dir(self.options.cache_dir))
+            self._data[suite] = SUITES[suite].load_data(source, self.options.suite_options.get(suite, {}))
         return self._data[suite]
+
+    def reference_op(self, role: str, suite: str, op: str, params: dict, compute):
+        """`compute(reference handle)` for the run's `role` model, cached on disk
+        (key: its fingerprint, the data's, op, params, suite code version);
+        None when there is no such reference model."""
+        handle = self.reference(role, suite)
+        if handle is None:
+            return None
+        parts = {
+            "op": f"{suite}:{op}",
+            "model": handle.fingerprint,
+            "data": self.data(suite).fingerprint,
+            "version": SUITES[suite].version,
+            "params": {**params, "dtype": str(handle.dtype)},
+        }
+        return self.cache.get_or_compute(parts, lambda: compute(handle))
 
     # ----------------------------------------------------------------- metrics
     def run(self, spec: CheckpointSpec, suite: str) -> SuiteRun:
         """The suite's metrics on a checkpoint, computed once per session."""
         key = (spec.name, suite)
+        if key in self._failures:  # one failed evaluation fails its other checks at once
+            raise UnlearnbenchError(f"evaluating {suite} on {spec.name} failed earlier: {self._failures[key]}")
         if key not in self._runs:
-            self._runs[key] = self._evaluate(self.handle(spec), suite)
+            try:
+                self._runs[key] = self._evaluate(self.handle(spec), suite)
+            except Exception as exc:
+                self._failures[key] = f"{type(exc).__name__}: {exc}"
+                raise
         return self._runs[key]
 
     def reference_run(self, role: str, suite: str) -> SuiteRun | None:
@@ -204,7 +232,7 @@ def _to_plain(run: SuiteRun) -> dict:
 
 def _from_plain(plain: dict) -> SuiteRun:
     return SuiteRun(
-        metrics={k: MetricResult.from_dict(m) for k, m in plain["metrics"].items()},
+        metrics={k: metric_from_dict(m) for k, m in plain["metrics"].items()},
         data=plain["data"],
         seconds=plain["seconds"],
     )

@@ -15,16 +15,18 @@ from typing import Callable
 class SuiteSpec:
     name: str
     metrics: tuple[str, ...]  # every metric name the evaluator returns
-    loader: str  # (data_dir: Path | None) -> dataset with .fingerprint
+    loader: str  # (source: str | None, options: dict) -> dataset with .fingerprint and .source
     evaluator: str  # (handle, dataset, context) -> dict[str, MetricResult]
     version: int  # metric-code version: bump to invalidate cached results
     # What `pytest suites/<name>` evaluates when no --model is given: fixture
     # zoo recipes, and the zoo recipes that serve as reference models then.
     default_checkpoints: tuple[str, ...] = ()
     default_references: tuple[tuple[str, str], ...] = ()  # (role, zoo recipe)
+    default_data: str | None = None  # "zoo": the zoo's data when running the default zoo
+    options: tuple[str, ...] = ()  # keys accepted by --suite-option SUITE.KEY=VALUE
 
-    def load_data(self, data_dir) -> object:
-        return _resolve(self.loader)(data_dir)
+    def load_data(self, source, options: dict) -> object:
+        return _resolve(self.loader)(source, options)
 
     @property
     def evaluate(self) -> Callable:
@@ -42,6 +44,12 @@ def _resolve(target: str) -> Callable:
     return getattr(importlib.import_module(module), attr)
 
 
+# Kept literal (not imported) so the registry stays import-cheap; tests check
+# they match fixtures.zoo.FAMILY and data.dusk.DEFAULT_PARAMS.
+FAMILY = ("full", "retain", "ga", "graddiff", "npo", "simnpo", "rmu", "idknll")
+DUSK_OPTIONS = ("forget_style", "icl_shots", "qa_max_new_tokens", "verbatim_max_new_tokens",
+                "verbatim_reference_tokens", "mia_chunk_tokens", "mink_k", "embedder")
+
 SUITES: dict[str, SuiteSpec] = {
     spec.name: spec
     for spec in (
@@ -52,6 +60,23 @@ SUITES: dict[str, SuiteSpec] = {
             evaluator="unlearnbench.metrics.smoke:evaluate",
             version=1,
             default_checkpoints=("smoke-lm", "smoke-untrained"),
+        ),
+        SuiteSpec(
+            name="dusk",
+            metrics=(
+                "verbatim_rougeL_f1", "verbatim_rougeL_recall", "verbatim_rouge1_f1", "verbatim_rouge1_recall",
+                "verbatim_levenshtein", "verbatim_lcs_ratio", "verbatim_embedding_cosine",
+                "ufk_rougeL_recall", "ufk_rougeL_f1", "sk_rougeL_recall", "sk_rougeL_f1",
+                "urk_rougeL_recall", "urk_rougeL_f1",
+                "mia_auc_holdout_forget", "privacy_leakage", "privacy_leakage_magnitude", "retain_deviation",
+            ),
+            loader="unlearnbench.data.dusk:load",
+            evaluator="unlearnbench.metrics.dusk:evaluate",
+            version=1,
+            default_checkpoints=FAMILY,
+            default_references=(("full", "full"), ("retain", "retain")),
+            default_data="zoo",
+            options=tuple(DUSK_OPTIONS),
         ),
     )
 }

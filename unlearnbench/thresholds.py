@@ -30,7 +30,7 @@ from typing import Mapping
 import yaml
 
 from unlearnbench.errors import ThresholdsError
-from unlearnbench.metrics.core import MetricResult
+from unlearnbench.metrics.core import MetricResult, Unavailable
 
 DIRECTIONS = ("at_least", "at_most")
 REFERENCES = ("full", "retain")
@@ -79,8 +79,8 @@ class Check:
 
     def judge(
         self,
-        metrics: Mapping[str, MetricResult],
-        reference: Mapping[str, MetricResult] | None = None,
+        metrics: Mapping[str, MetricResult | Unavailable],
+        reference: Mapping[str, MetricResult | Unavailable] | None = None,
         *,
         strict_ci: bool = False,
     ) -> Verdict:
@@ -98,7 +98,12 @@ class Check:
                 **base,
             )
         result = metrics[self.metric]
+        if isinstance(result, Unavailable):
+            return Verdict(outcome="skip", reason=f"{self.metric} unavailable: {result.reason}", **base)
         if self.relative_to:
+            if isinstance(reference[self.metric], Unavailable):
+                return Verdict(outcome="skip", reason=f"{self.metric} unavailable on the {self.relative_to} model: "
+                               f"{reference[self.metric].reason}", **base)
             ref_value = reference[self.metric].value
             bound = ref_value - self.margin if self.direction == "at_least" else ref_value + self.margin
             sign = "-" if self.direction == "at_least" else "+"

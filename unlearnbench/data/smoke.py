@@ -17,7 +17,7 @@ class SmokeData:
     source: str
 
 
-def load(data_dir: Path | None = None) -> SmokeData:
+def load(data_dir: Path | str | None = None, options: dict | None = None) -> SmokeData:
     directory = Path(data_dir) if data_dir else _default_dir()
     texts_path, qa_path = directory / "texts.jsonl", directory / "qa.jsonl"
     texts = read_records(texts_path, ["id", "text"])

