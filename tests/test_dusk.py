@@ -247,3 +247,32 @@ def test_checks_needing_retain_skip_without_it(zoo_family, cache_dir):
     for check in ("privacy_leakage_near_zero", "retain_deviation_bounded", "shared_knowledge_kept"):
         verdict, _ = bench.judge(spec, "dusk", check)
         assert verdict.outcome == "skip" and "--retain-model" in verdict.reason
+
+
+def test_hf_parquet_snapshot_loads_like_the_layout(tmp_path):
+    """A snapshot in the HF dataset's parquet layout, written here from the real
+    files, loads to the same data as the DUSK layout."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    layout = dusk_data.load(REAL_DUSK)
+    (tmp_path / "raw").mkdir()
+    for style, text in layout.documents.items():
+        pq.write_table(pa.table({"text": [text]}), tmp_path / "raw" / f"{dusk_data.hf_split_name(style)}-00000-of-00001.parquet")
+    for name, config in dusk_data.HF_CONFIGS.items():
+        rows = layout.qa[name]
+        pq.write_table(pa.table({"question": [q.question for q in rows], "answer": [q.answer for q in rows]}),
+                       tmp_path / f"{config}-00000-of-00001.parquet")
+    pq.write_table(pa.table({"question": [q.question for q in layout.icl], "answer": [q.answer for q in layout.icl]}),
+                   tmp_path / "eval_icl-00000-of-00001.parquet")
+    pq.write_table(pa.table({"prompt": [v.prompt for v in layout.verbatim], "gt": [v.gt for v in layout.verbatim]}),
+                   tmp_path / "eval_verbatim-00000-of-00001.parquet")
+    pq.write_table(pa.table({"text": [layout.holdout]}), tmp_path / "eval_holdout-00000-of-00001.parquet")
+
+    hf = dusk_data.load(f"hf:{tmp_path}")
+    assert hf.documents == layout.documents and hf.qa == layout.qa and hf.verbatim == layout.verbatim
+    assert hf.holdout == layout.holdout and hf.source == f"hf:{tmp_path}"
+
+    pq.write_table(pa.table({"q": ["x"]}), tmp_path / "eval_icl-00000-of-00001.parquet")
+    with pytest.raises(DataError, match=r"eval_icl-00000-of-00001.parquet: missing column\(s\) answer, question"):
+        dusk_data.load(f"hf:{tmp_path}")

@@ -222,3 +222,19 @@ def test_smollm2_patching_its_own_block_output_is_a_no_op(smollm2):
     for layer in (0, 14, 29):
         same = smollm2.forward_with_patch(ids, mask, layer=layer, positions=positions, replacement=blocks[layer])
         torch.testing.assert_close(same, plain, atol=1e-4, rtol=1e-4)
+
+
+def test_batched_greedy_drops_finished_rows_and_matches_hf_generate(smoke_lm_dir):
+    handle = ModelHandle.load(str(smoke_lm_dir), device="cpu", batch_size=8)
+    prompts = [f"Question: {q}\nAnswer:" for q in (
+        "What is the capital of France?", "How many keys does a piano have?",
+        "At what temperature does water boil at sea level?", "How many legs does a spider have?",
+        "Paris is the capital of", "The Earth orbits")]
+    got = handle.generate(prompts, max_new_tokens=12)
+    for prompt, text in zip(prompts, got):
+        ids = torch.tensor([handle.encode(prompt, add_special_tokens=True)])
+        out = handle.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                    max_new_tokens=12, pad_token_id=handle.tokenizer.pad_token_id,
+                                    eos_token_id=handle.tokenizer.eos_token_id)
+        assert text == handle.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    assert got[0] == " Paris" and got[1] == " Eighty eight keys"  # rows that stop early, at different steps

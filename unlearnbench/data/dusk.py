@@ -13,8 +13,11 @@ the fixture zoo's `unlearnbench zoo data`/dusk)::
     suite.json                    optional: parameters this data asks for
                                   (e.g. {"mia_chunk_tokens": 64} for small data)
 
-The HF dataset `AI-ISL/DUSK` is read with `datasets` from a local path or the
-local HF cache: `--data-dir dusk=hf:AI-ISL/DUSK` or `hf:/path/to/snapshot`.
+The HF dataset `AI-ISL/DUSK` (parquet: configs eval_general_qa, eval_specific_
+forget_qa, eval_specific_retain_qa, eval_icl, eval_verbatim, eval_holdout, and
+raw with one split per style: forget_chronological, retain_feature_story, ...)
+is read with pyarrow from a snapshot folder or the local HF cache:
+`--data-dir dusk=hf:AI-ISL/DUSK` or `dusk=hf:/path/to/snapshot`.
 """
 
 from __future__ import annotations
@@ -36,10 +39,6 @@ HF_CONFIGS = {
     "unique_forget": "eval_specific_forget_qa",
     "shared": "eval_general_qa",
     "unique_retain": "eval_specific_retain_qa",
-    "icl": "eval_icl",
-    "verbatim": "eval_verbatim",
-    "holdout": "eval_holdout",
-    "raw": "raw",
 }
 # Defaults from SPEC §2 / the DUSK reference code; suite.json and
 # `--suite-option dusk.KEY=VALUE` override them.
@@ -179,50 +178,63 @@ def _params_digest(params: dict) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
 
 
-def _load_hf(source: str, options: dict) -> DuskData:
-    """The HF dataset, from a local snapshot path or the local HF cache."""
+def hf_split_name(style: str) -> str:
+    """The raw config's split for a style: forget_chronological, retain_feature_story, ..."""
+    return f"{'forget' if style == 'Chronological' else 'retain'}_{style.lower()}"
+
+
+def _snapshot(source: str) -> Path:
+    """A local snapshot folder of the HF dataset: a path, or a Hub id resolved
+    through the local HF cache (fetched only when the environment allows it)."""
+    if Path(source).is_dir():
+        return Path(source)
     try:
-        import datasets
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(source, repo_type="dataset", allow_patterns=["*.parquet", "raw/*"]))
+    except Exception as exc:  # noqa: BLE001 - any hub failure becomes one message
+        raise DataError(f"hf:{source}", f"not a local folder and not resolvable as a dataset id "
+                                        f"({type(exc).__name__}: {exc})") from None
+
+
+def _parquet_rows(root: Path, pattern: str, columns: tuple[str, ...], where: str) -> list[dict]:
+    try:
+        import pyarrow.parquet as pq
     except ImportError:
-        raise DataError(f"hf:{source}", "reading the HF dataset needs `datasets` (pip install datasets)") from None
+        raise DataError(where, "reading the HF dataset needs pyarrow (pip install 'unlearnbench[hf]')") from None
+    files = sorted(root.glob(pattern))
+    if not files:
+        raise DataError(root / pattern, "no such parquet file in the dataset snapshot")
+    rows = []
+    for path in files:
+        table = pq.read_table(path)
+        missing = set(columns) - set(table.column_names)
+        if missing:
+            raise DataError(path, f"missing column(s) {', '.join(sorted(missing))} (has: {', '.join(table.column_names)})")
+        rows.extend(table.select(list(columns)).to_pylist())
+    if not rows:
+        raise DataError(root / pattern, "no rows")
+    return rows
 
-    def config(name: str):
-        try:
-            loaded = datasets.load_dataset(source, HF_CONFIGS[name])
-        except Exception as exc:  # noqa: BLE001 - any loader failure becomes one message
-            raise DataError(f"hf:{source}", f"config {HF_CONFIGS[name]}: {type(exc).__name__}: {exc}") from None
-        return loaded
 
-    def rows(name: str, columns: tuple[str, ...]) -> list[dict]:
-        out = []
-        for split in config(name).values():
-            missing = set(columns) - set(split.column_names)
-            if missing:
-                raise DataError(f"hf:{source}", f"config {HF_CONFIGS[name]} lacks column(s) {', '.join(sorted(missing))}")
-            out.extend(split.to_list())
-        if not out:
-            raise DataError(f"hf:{source}", f"config {HF_CONFIGS[name]} is empty")
-        return out
-
-    params = merge_params({}, options, f"hf:{source}")
-    raw = config("raw")
-    documents = {}
-    for style in STYLES:
-        split = raw.get(style) or raw.get(style.lower())
-        if split is None or "text" not in split.column_names:
-            raise DataError(f"hf:{source}", f"config raw has no split '{style}' with a 'text' column")
-        documents[style] = "\n".join(split["text"])
-    qa = {name: [QAItem(f"{name}-{i}", r["question"], r["answer"])
-                 for i, r in enumerate(rows(name, ("question", "answer")))] for name in QA_FILES}
-    icl = [QAItem(f"icl-{i}", r["question"], r["answer"]) for i, r in enumerate(rows("icl", ("question", "answer")))]
+def _load_hf(source: str, options: dict) -> DuskData:
+    """The HF dataset's parquet files (configs eval_* and raw), read directly."""
+    root = _snapshot(source)
+    where = f"hf:{source}"
+    params = merge_params({}, options, where)
+    documents = {
+        style: "\n\n".join(r["text"] for r in _parquet_rows(root, f"raw/{hf_split_name(style)}-*.parquet", ("text",), where))
+        for style in STYLES
+    }
+    qa = {name: [QAItem(f"{name}-{i}", r["question"], r["answer"]) for i, r in enumerate(
+        _parquet_rows(root, f"{HF_CONFIGS[name]}-*.parquet", ("question", "answer"), where))] for name in QA_FILES}
+    icl = [QAItem(f"icl-{i}", r["question"], r["answer"])
+           for i, r in enumerate(_parquet_rows(root, "eval_icl-*.parquet", ("question", "answer"), where))]
     verbatim = [VerbatimItem(f"verbatim-{i}", r["prompt"], r["gt"])
-                for i, r in enumerate(rows("verbatim", ("prompt", "gt")))]
-    holdout = "\n".join(r["text"] for r in rows("holdout", ("text",)))
-    import hashlib
-
-    body = json.dumps([documents, [q.__dict__ for v in qa.values() for q in v], holdout], sort_keys=True)
+                for i, r in enumerate(_parquet_rows(root, "eval_verbatim-*.parquet", ("prompt", "gt"), where))]
+    holdout = "\n\n".join(r["text"] for r in _parquet_rows(root, "eval_holdout-*.parquet", ("text",), where))
+    files = sorted(p for p in root.rglob("*.parquet"))
     return DuskData(
         documents=documents, qa=qa, icl=icl, verbatim=verbatim, holdout=holdout, params=params,
-        fingerprint=hashlib.sha256(body.encode()).hexdigest()[:16] + "-" + _params_digest(params),
-        source=f"hf:{source}",
+        fingerprint=fingerprint_files(files) + "-" + _params_digest(params), source=where,
     )

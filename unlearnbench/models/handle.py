@@ -69,7 +69,9 @@ class ModelHandle:
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.blocks = find_decoder_blocks(model)
-        self._cache_kwarg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        forward_params = inspect.signature(model.forward).parameters
+        self._cache_kwarg = "cache" if "cache" in forward_params else "past_key_values"
+        self._keeps_logits = "logits_to_keep" in forward_params
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -282,19 +284,11 @@ class ModelHandle:
         `reuse_prefix_cache` the prefix is run once and its KV cache is copied
         into every batch instead of being recomputed per row.
         """
-        from transformers import GenerationConfig
-
         prefix_ids = self.encode(prefix, add_special_tokens=True) if prefix else []
         suffixes = [self.encode(p, add_special_tokens=not prefix) for p in prompts]
         prefix_cache = self._prefix_cache(prefix_ids) if prefix_ids and reuse_prefix_cache else None
         shared = prefix_ids if prefix_cache is not None else []
         rows_of = [s if prefix_cache is not None else prefix_ids + s for s in suffixes]
-        config = GenerationConfig(
-            do_sample=False,
-            max_new_tokens=max_new_tokens,
-            pad_token_id=self.tokenizer.pad_token_id,
-            eos_token_id=self._eos_ids(),
-        )
         stops = tuple(s for s in stop_strings if s)
 
         def run(batch: list[int]) -> list[str]:
@@ -309,25 +303,67 @@ class ModelHandle:
                 # padding sits between prefix and prompt, masked out of attention.
                 ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
                 mask[row, width - len(seq) :] = 1
-            kwargs = {}
+            cache = None
             if prefix_cache is not None:
                 cache = copy.deepcopy(prefix_cache)
                 cache.batch_repeat_interleave(len(rows))
-                kwargs[self._cache_kwarg] = cache
-            criteria = [_StopStrings(self.tokenizer, stops, width)] if stops else None
-            out = self.model.generate(
-                input_ids=ids.to(self.device),
-                attention_mask=mask.to(self.device),
-                generation_config=config,
-                stopping_criteria=criteria,
-                **kwargs,
-            )
-            texts = self.tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
+            tokens = self._greedy(ids.to(self.device), mask.to(self.device), cache, len(shared), max_new_tokens, stops)
+            texts = self.tokenizer.batch_decode(tokens, skip_special_tokens=True)
             return [cut_at_stop(t, stops) for t in texts]
 
         return self._map_batches(
             [len(r) for r in rows_of], run, full_vocab_logits=False, extra=len(shared) + max_new_tokens
         )
+
+    def _greedy(self, ids, mask, cache, cached: int, max_new_tokens: int, stops: tuple[str, ...]) -> list[list[int]]:
+        """Greedy decoding with a KV cache that drops finished rows.
+
+        Equivalent to `model.generate(do_sample=False)` with EOS and stop
+        strings, but a row that has finished (short answers usually do) stops
+        costing compute: its KV cache rows are removed from the batch.
+        `cached` leading positions of `ids` are already in `cache`.
+        """
+        eos = set(self._eos_ids())
+        positions = (mask.cumsum(-1) - 1).clamp_min(0)
+        kwargs = {"use_cache": True}
+        if self._keeps_logits:
+            kwargs["logits_to_keep"] = 1
+        if cache is not None:
+            kwargs[self._cache_kwarg] = cache
+        out = self.model(input_ids=ids[:, cached:], attention_mask=mask, position_ids=positions[:, cached:], **kwargs)
+        generated: list[list[int]] = [[] for _ in range(ids.shape[0])]
+        alive = torch.arange(ids.shape[0], device=ids.device)
+        next_position = positions[:, -1] + 1
+        for step in range(max_new_tokens):
+            tokens = out.logits[:, -1].argmax(-1)
+            done = []
+            for row, token in zip(alive.tolist(), tokens.tolist()):
+                generated[row].append(token)
+                finished = token in eos or (stops and any(
+                    s in self.tokenizer.decode(generated[row][-self._stop_window(stops):], skip_special_tokens=True)
+                    for s in stops))
+                done.append(finished)
+            if all(done) or step == max_new_tokens - 1:
+                break
+            if any(done):
+                keep = torch.tensor([not d for d in done], device=ids.device)
+                cache = getattr(out, self._cache_kwarg)
+                cache.batch_select_indices(keep.nonzero()[:, 0])
+                alive, tokens, mask, next_position = alive[keep], tokens[keep], mask[keep], next_position[keep]
+            else:
+                cache = getattr(out, self._cache_kwarg)
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            kwargs[self._cache_kwarg] = cache
+            out = self.model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_position[:, None],
+                             **kwargs)
+            next_position = next_position + 1
+        return generated
+
+    @staticmethod
+    def _stop_window(stops: tuple[str, ...]) -> int:
+        # A stop string of n characters spans at most n tokens, plus partial
+        # byte tokens on either side.
+        return max(len(s) for s in stops) + 4
 
     def _prefix_cache(self, prefix_ids: list[int]):
         ids = torch.tensor([prefix_ids], dtype=torch.long, device=self.device)
@@ -407,24 +443,6 @@ def _block_tensor(output) -> torch.Tensor:
 def cut_at_stop(text: str, stop_strings: Sequence[str]) -> str:
     cut = min((i for i in (text.find(s) for s in stop_strings) if i >= 0), default=len(text))
     return text[:cut]
-
-
-class _StopStrings:
-    """Per-row stopping on stop strings, checked on the decoded tail only."""
-
-    def __init__(self, tokenizer, stop_strings: Sequence[str], prompt_len: int):
-        self.tokenizer = tokenizer
-        self.stop_strings = stop_strings
-        self.prompt_len = prompt_len
-        # A stop string of n characters spans at most n tokens, plus partial
-        # byte tokens on either side.
-        self.tail = max(len(s) for s in stop_strings) + 4
-
-    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
-        new = input_ids[:, self.prompt_len :]
-        tails = self.tokenizer.batch_decode(new[:, -self.tail :], skip_special_tokens=True)
-        done = [any(s in t for s in self.stop_strings) for t in tails]
-        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
 def find_decoder_blocks(model: torch.nn.Module) -> torch.nn.ModuleList:
