@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from unlearnbench.models.handle import ModelHandle
-from unlearnbench.models.offline import smollm2_gguf
+from unlearnbench.models.offline import smollm2_checkpoint
 
 STOPS = ("\n\n", "\nQuestion", "Question:")
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dusk" / "eval"
@@ -53,7 +53,7 @@ def main() -> None:
     prompts = [f"Question: {r['question']}\nAnswer: " for r in qa]
     n = len(prompts)
 
-    path = smollm2_gguf()
+    path = smollm2_checkpoint()
     auto, load_s = timed(lambda: ModelHandle.load(str(path), device="cpu"))
     single = ModelHandle(auto.model, auto.tokenizer, name="batch1", source=str(path),
                          fingerprint=auto.fingerprint, batch_size=1)
