@@ -78,5 +78,16 @@ SUITES: dict[str, SuiteSpec] = {
             default_data="zoo",
             options=tuple(DUSK_OPTIONS),
         ),
+        SuiteSpec(
+            name="uds",
+            metrics=("uds",),
+            loader="unlearnbench.data.uds:load",
+            evaluator="unlearnbench.metrics.uds:evaluate",
+            version=1,
+            default_checkpoints=FAMILY,
+            default_references=(("full", "full"), ("retain", "retain")),
+            default_data="zoo",
+            options=("tau", "max_items"),
+        ),
     )
 }

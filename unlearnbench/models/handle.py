@@ -436,6 +436,51 @@ class ModelHandle:
         return logits.float()
 
 
+    def span_scores(
+        self, sequences: Sequence[Sequence[int]], spans: Sequence[tuple[int, int]], *, patch_source=None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Mean teacher-forced log-prob of tokens [start, end) of each sequence.
+
+        With `patch_source` (another handle, same tokenizer), also the same
+        score after replacing this model's block-l output with the source's at
+        the span-predicting positions (start-1 .. end-2), for every layer l:
+        returns (scores [n], patched [n, layers]). One source pass per batch
+        captures every layer; each layer is then patched with a hook and the
+        whole model rerun (the exact path; it works for any architecture whose
+        blocks `find_decoder_blocks` finds).
+        """
+
+        def mean_span_logprob(logits: torch.Tensor, ids: torch.Tensor, batch: list[int]) -> np.ndarray:
+            out = []
+            for row, i in enumerate(batch):
+                start, end = spans[i]
+                logp = torch.log_softmax(logits[row, start - 1 : end - 1].float(), dim=-1)
+                out.append(float(logp.gather(-1, ids[row, start:end, None]).mean()))
+            return np.array(out)
+
+        @torch.inference_mode()
+        def run(batch: list[int]) -> list[tuple[float, np.ndarray | None]]:
+            ids, mask = self._pad_right([sequences[i] for i in batch])
+            base = mean_span_logprob(self.model(input_ids=ids, attention_mask=mask).logits, ids, batch)
+            if patch_source is None:
+                return [(b, None) for b in base]
+            positions = torch.zeros_like(ids, dtype=torch.bool)
+            for row, i in enumerate(batch):
+                positions[row, spans[i][0] - 1 : spans[i][1] - 1] = True
+            source = patch_source.block_outputs(ids, mask)
+            patched = np.stack([
+                mean_span_logprob(
+                    self.forward_with_patch(ids, mask, layer=layer, positions=positions, replacement=source[layer]),
+                    ids, batch)
+                for layer in range(self.num_layers)
+            ], axis=1)
+            return list(zip(base, patched))
+
+        results = self._map_batches([len(s) for s in sequences], run, full_vocab_logits=True)
+        base = np.array([r[0] for r in results])
+        return base, (np.stack([r[1] for r in results]) if patch_source is not None else None)
+
+
 def _block_tensor(output) -> torch.Tensor:
     return output[0] if isinstance(output, tuple) else output
 

@@ -1,0 +1,105 @@
+"""UDS (arXiv 2605.24614): is the knowledge gone from the internals? (SPEC §3)
+
+Target = the `full` model. Score s = mean teacher-forced log-prob of the
+entity tokens. Patching block l's output at the entity-predicting positions
+with a source model's output gives delta_l = s_full - s_patched(l).
+Stage 1 (source = retain) picks the layers that carry the knowledge,
+FT = {l : delta1_l > tau}; stage 2 (source = the unlearned model) measures how
+much of that the unlearned model also lost there:
+
+    UDS_i = sum_{l in FT} delta1_l * clip(delta2_l / delta1_l, 0, 1) / sum_{l in FT} delta1_l
+
+undefined (excluded, counted) when FT is empty. 1 = erased as deep as retain,
+0 = intact. Stage 1 depends only on (full, retain, data) and is cached on disk.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unlearnbench.data.uds import UDSData, UDSItem
+from unlearnbench.metrics.core import MetricResult, Unavailable, bootstrap_ci
+
+METRICS = ("uds",)
+
+
+def encode_items(handle, items: list[UDSItem]):
+    """(kept items, token sequences, entity spans, skipped {id: reason}).
+
+    Prompt and reference are tokenized separately (as every scorer here
+    does); the entity's tokens are found in the reference through the fast
+    tokenizer's offset mapping. The sequence stops after the entity.
+    """
+    kept, sequences, spans, skipped = [], [], [], {}
+    for item in items:
+        reference = item.reference
+        start_char = reference.find(item.entity)
+        if start_char < 0:
+            skipped[item.id] = "entity not found in the reference answer"
+            continue
+        end_char = start_char + len(item.entity)
+        encoded = handle.tokenizer(reference, add_special_tokens=False, return_offsets_mapping=True)
+        tokens = [j for j, (a, b) in enumerate(encoded["offset_mapping"]) if a < end_char and b > start_char]
+        if not tokens:
+            skipped[item.id] = "entity has no tokens of its own"
+            continue
+        prompt = handle.encode(item.prompt, add_special_tokens=True)
+        kept.append(item)
+        sequences.append(prompt + encoded["input_ids"][: tokens[-1] + 1])
+        spans.append((len(prompt) + tokens[0], len(prompt) + tokens[-1] + 1))
+    return kept, sequences, spans, skipped
+
+
+def layer_deltas(target, source, sequences, spans) -> np.ndarray:
+    """delta[i, l] = s_target(i) - s_target patched at layer l from source (i)."""
+    base, patched = target.span_scores(sequences, spans, patch_source=source)
+    return base[:, None] - patched
+
+
+def uds_per_item(delta1: np.ndarray, delta2: np.ndarray, tau: float) -> list[float | None]:
+    out = []
+    for d1, d2 in zip(delta1, delta2):
+        ft = d1 > tau
+        if not ft.any():
+            out.append(None)
+            continue
+        ratio = np.clip(d2[ft] / d1[ft], 0.0, 1.0)
+        out.append(float((d1[ft] * ratio).sum() / d1[ft].sum()))
+    return out
+
+
+def uds_result(items, delta1, delta2, skipped: dict, params: dict) -> MetricResult | Unavailable:
+    per_item = uds_per_item(delta1, delta2, params["tau"])
+    defined = {item.id: v for item, v in zip(items, per_item) if v is not None}
+    undefined = [item.id for item, v in zip(items, per_item) if v is None]
+    details = {
+        "layer_profile": {"delta1_mean": delta1.mean(0).tolist(), "delta2_mean": delta2.mean(0).tolist()},
+        "skipped_items": skipped,
+        "undefined_items": undefined,
+        "patching": "exact hook-and-rerun, every block output (pre-final-norm) at the entity-predicting positions",
+    }
+    if not defined:
+        return Unavailable("uds", f"no item has a layer with delta1 > tau = {params['tau']} (stage 1 found no "
+                                  "knowledge-carrying layer)")
+    values = list(defined.values())
+    return MetricResult("uds", float(np.mean(values)), len(values), bootstrap_ci(values), higher_is_better=True,
+                        params=params, per_item=defined, details=details)
+
+
+def evaluate(handle, data: UDSData, context) -> dict:
+    params = dict(data.params)
+    full = context.reference("full", "uds") if context else None
+    retain = context.reference("retain", "uds") if context else None
+    if full is None or retain is None:
+        return {"uds": Unavailable("uds", "needs --full-model and --retain-model (stage 1 patches retain into full)")}
+    items, sequences, spans, skipped = encode_items(full, data.items)
+    for other in (retain, handle):
+        if [other.encode(i.prompt, add_special_tokens=True) for i in items[:8]] != \
+                [full.encode(i.prompt, add_special_tokens=True) for i in items[:8]]:
+            raise ValueError(f"tokenizer mismatch: {other.name} tokenizes the prompts unlike the full model "
+                             f"{full.name}; activation patching needs one tokenizer")
+    stage1_parts = {"op": "uds:stage1", "full": full.fingerprint, "retain": retain.fingerprint,
+                    "data": data.fingerprint, "version": 1, "dtype": str(full.dtype)}
+    delta1 = context.cache.get_or_compute(stage1_parts, lambda: layer_deltas(full, retain, sequences, spans))
+    delta2 = layer_deltas(full, handle, sequences, spans)
+    return {"uds": uds_result(items, delta1, delta2, skipped, params)}
