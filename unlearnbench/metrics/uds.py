@@ -68,7 +68,7 @@ def uds_per_item(delta1: np.ndarray, delta2: np.ndarray, tau: float) -> list[flo
     return out
 
 
-def uds_result(items, delta1, delta2, skipped: dict, params: dict) -> MetricResult | Unavailable:
+def uds_result(items, delta1, delta2, skipped: dict, params: dict, patching: str) -> MetricResult | Unavailable:
     per_item = uds_per_item(delta1, delta2, params["tau"])
     defined = {item.id: v for item, v in zip(items, per_item) if v is not None}
     undefined = [item.id for item, v in zip(items, per_item) if v is None]
@@ -76,7 +76,7 @@ def uds_result(items, delta1, delta2, skipped: dict, params: dict) -> MetricResu
         "layer_profile": {"delta1_mean": delta1.mean(0).tolist(), "delta2_mean": delta2.mean(0).tolist()},
         "skipped_items": skipped,
         "undefined_items": undefined,
-        "patching": "exact hook-and-rerun, every block output (pre-final-norm) at the entity-predicting positions",
+        "patching": patching,
     }
     if not defined:
         return Unavailable("uds", f"no item has a layer with delta1 > tau = {params['tau']} (stage 1 found no "
@@ -102,4 +102,12 @@ def evaluate(handle, data: UDSData, context) -> dict:
                     "data": data.fingerprint, "version": 1, "dtype": str(full.dtype)}
     delta1 = context.cache.get_or_compute(stage1_parts, lambda: layer_deltas(full, retain, sequences, spans))
     delta2 = layer_deltas(full, handle, sequences, spans)
-    return {"uds": uds_result(items, delta1, delta2, skipped, params)}
+    return {"uds": uds_result(items, delta1, delta2, skipped, params, patching_path(full))}
+
+
+def patching_path(target) -> str:
+    where = "each block's output (pre-final-norm) at the entity-predicting positions"
+    if target.drives_blocks:
+        return f"fast: {where}; blocks above the patch rerun over the target's KV cache of earlier positions"
+    return (f"exact hook-and-rerun (fallback: {type(target.model).__name__} blocks cannot be driven one by one): "
+            f"{where}; the whole model rerun per layer")

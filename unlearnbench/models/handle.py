@@ -30,6 +30,8 @@ BLOCK_PATHS = ("model.layers", "transformer.h", "gpt_neox.layers", "model.decode
 # float32 logits (+ log-softmax + probabilities) of one batch up front.
 CPU_LOGITS_BUDGET_BYTES = 1 << 30
 MAX_AUTO_BATCH = 64
+# Decoder stacks whose upper blocks `span_scores` can rerun alone (tested).
+DRIVABLE_MODEL_TYPES = ("llama", "qwen2", "mistral")
 
 
 @dataclass
@@ -436,8 +438,25 @@ class ModelHandle:
         return logits.float()
 
 
+    @property
+    def drives_blocks(self) -> bool:
+        """Whether the upper decoder blocks can be rerun alone over a KV cache
+        (Llama-style stacks: `model.layers`, `model.norm`, rotary positions)."""
+        inner = getattr(self.model, "model", None)
+        return (
+            self.model.config.model_type in DRIVABLE_MODEL_TYPES
+            and inner is not None
+            and self.blocks is getattr(inner, "layers", None)
+            and hasattr(inner, "norm")
+        )
+
     def span_scores(
-        self, sequences: Sequence[Sequence[int]], spans: Sequence[tuple[int, int]], *, patch_source=None
+        self,
+        sequences: Sequence[Sequence[int]],
+        spans: Sequence[tuple[int, int]],
+        *,
+        patch_source=None,
+        exact: bool = False,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Mean teacher-forced log-prob of tokens [start, end) of each sequence.
 
@@ -445,40 +464,90 @@ class ModelHandle:
         score after replacing this model's block-l output with the source's at
         the span-predicting positions (start-1 .. end-2), for every layer l:
         returns (scores [n], patched [n, layers]). One source pass per batch
-        captures every layer; each layer is then patched with a hook and the
-        whole model rerun (the exact path; it works for any architecture whose
-        blocks `find_decoder_blocks` finds).
-        """
+        captures every layer's output.
 
-        def mean_span_logprob(logits: torch.Tensor, ids: torch.Tensor, batch: list[int]) -> np.ndarray:
+        Fast path (`drives_blocks`, unless `exact`): layers below l are
+        unchanged by a patch at l, and so is every position before the first
+        patched one; so the target's own pass supplies block l's output and the
+        KV cache of those positions, and only blocks l+1..L run, only on the
+        positions from the first patched one on. Exact path: hook block l and
+        rerun the whole model.
+        """
+        fast = patch_source is not None and self.drives_blocks and not exact
+
+        def mean_span_logprob(logits: torch.Tensor, ids: torch.Tensor, batch: list[int], offset: int = 0):
             out = []
             for row, i in enumerate(batch):
                 start, end = spans[i]
-                logp = torch.log_softmax(logits[row, start - 1 : end - 1].float(), dim=-1)
+                logp = torch.log_softmax(logits[row, start - 1 - offset : end - 1 - offset].float(), dim=-1)
                 out.append(float(logp.gather(-1, ids[row, start:end, None]).mean()))
             return np.array(out)
 
         @torch.inference_mode()
         def run(batch: list[int]) -> list[tuple[float, np.ndarray | None]]:
             ids, mask = self._pad_right([sequences[i] for i in batch])
-            base = mean_span_logprob(self.model(input_ids=ids, attention_mask=mask).logits, ids, batch)
             if patch_source is None:
+                base = mean_span_logprob(self.model(input_ids=ids, attention_mask=mask).logits, ids, batch)
                 return [(b, None) for b in base]
             positions = torch.zeros_like(ids, dtype=torch.bool)
             for row, i in enumerate(batch):
                 positions[row, spans[i][0] - 1 : spans[i][1] - 1] = True
             source = patch_source.block_outputs(ids, mask)
-            patched = np.stack([
-                mean_span_logprob(
-                    self.forward_with_patch(ids, mask, layer=layer, positions=positions, replacement=source[layer]),
-                    ids, batch)
-                for layer in range(self.num_layers)
-            ], axis=1)
+            if fast:
+                base, patched = self._fast_patched(ids, mask, positions, source, batch, spans, mean_span_logprob)
+            else:
+                base = mean_span_logprob(self.model(input_ids=ids, attention_mask=mask).logits, ids, batch)
+                patched = np.stack([
+                    mean_span_logprob(
+                        self.forward_with_patch(ids, mask, layer=layer, positions=positions,
+                                                replacement=source[layer]),
+                        ids, batch)
+                    for layer in range(self.num_layers)
+                ], axis=1)
             return list(zip(base, patched))
 
         results = self._map_batches([len(s) for s in sequences], run, full_vocab_logits=True)
         base = np.array([r[0] for r in results])
         return base, (np.stack([r[1] for r in results]) if patch_source is not None else None)
+
+    def _fast_patched(self, ids, mask, positions, source, batch, spans, mean_span_logprob):
+        """Base and per-layer patched span scores, rerunning only what a patch changes."""
+        inner = self.model.model
+        first = int(positions.float().argmax(-1).min())  # first patched position in the batch
+        captured: list[torch.Tensor] = []
+        hooks = [b.register_forward_hook(lambda _m, _a, out: captured.append(_block_tensor(out))) for b in self.blocks]
+        try:
+            out = self.model(input_ids=ids, attention_mask=mask, use_cache=True)
+        finally:
+            for h in hooks:
+                h.remove()
+        base = mean_span_logprob(out.logits, ids, batch)
+        full_cache = getattr(out, self._cache_kwarg)
+        position_ids = torch.arange(ids.shape[1], device=ids.device)[None].expand(ids.shape[0], -1)
+        patched = []
+        layers = inner.layers
+        try:
+            for layer in range(self.num_layers):
+                hidden = torch.where(positions[..., None], source[layer].to(self.dtype), captured[layer])[:, first:]
+                if layer + 1 < self.num_layers:
+                    cache = copy.deepcopy(full_cache)
+                    cache.crop(first - ids.shape[1])  # negative: drop the positions from `first` on
+                    # Run blocks layer+1.. through the model's own forward (so its
+                    # mask and rotary code apply), over the cache of the
+                    # unchanged positions before `first`.
+                    inner.layers = layers[layer + 1 :]
+                    hidden = inner(
+                        inputs_embeds=hidden, attention_mask=mask, position_ids=position_ids[:, first:],
+                        use_cache=True, **{self._cache_kwarg: cache},
+                    ).last_hidden_state
+                    inner.layers = layers
+                else:
+                    hidden = inner.norm(hidden)
+                logits = self.model.lm_head(hidden)
+                patched.append(mean_span_logprob(logits, ids, batch, offset=first))
+        finally:
+            inner.layers = layers
+        return base, np.stack(patched, axis=1)
 
 
 def _block_tensor(output) -> torch.Tensor:

@@ -1,0 +1,241 @@
+"""UDS: exactness against a naive reference, properties, the zoo, caching, data."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.conftest import save_random_llama
+from unlearnbench.data import uds as uds_data
+from unlearnbench.errors import DataError
+from unlearnbench.metrics import uds
+from unlearnbench.models.handle import ModelHandle
+
+ROOT = Path(__file__).resolve().parents[1]
+TOFU = ROOT.parent / "shared" / "data" / "uds" / "tofu_forget10_filtered.json"
+
+
+def naive_deltas(target, source, sequences, spans) -> np.ndarray:
+    """Deliberately naive: one item at a time; for each layer, hook the target's
+    block, rerun the whole model, score the entity."""
+    out = []
+    for seq, (start, end) in zip(sequences, spans):
+        ids = torch.tensor([seq])
+        captured = {}
+        hooks = [block.register_forward_hook(
+            lambda _m, _a, o, k=k: captured.__setitem__(k, (o[0] if isinstance(o, tuple) else o).clone()))
+            for k, block in enumerate(source.blocks)]
+        with torch.no_grad():
+            source.model(input_ids=ids)
+        for h in hooks:
+            h.remove()
+
+        def score(logits):
+            logp = torch.log_softmax(logits[0, start - 1 : end - 1].float(), -1)
+            return float(logp.gather(-1, ids[0, start:end, None]).mean())
+
+        with torch.no_grad():
+            base = score(target.model(input_ids=ids).logits)
+        row = []
+        for layer, block in enumerate(target.blocks):
+            def patch(_m, _a, o, layer=layer):
+                hidden = (o[0] if isinstance(o, tuple) else o).clone()
+                hidden[0, start - 1 : end - 1] = captured[layer][0, start - 1 : end - 1]
+                return (hidden, *o[1:]) if isinstance(o, tuple) else hidden
+            handle = block.register_forward_hook(patch)
+            with torch.no_grad():
+                row.append(base - score(target.model(input_ids=ids).logits))
+            handle.remove()
+        out.append(row)
+    return np.array(out)
+
+
+@pytest.fixture(scope="module")
+def zoo_handles(zoo_family):
+    return {name: ModelHandle.load(str(path), device="cpu") for name, path in zoo_family.items()}
+
+
+@pytest.fixture(scope="module")
+def zoo_items(zoo_handles, cache_dir):
+    from unlearnbench.fixtures import zoo
+
+    data = uds_data.load(str(zoo.data_dir(cache_dir)))
+    return uds.encode_items(zoo_handles["full"], data.items)
+
+
+@pytest.mark.parametrize("source", ["retain", "npo", "idknll"])
+def test_fast_and_exact_paths_equal_the_naive_reference_on_the_zoo(zoo_handles, zoo_items, source):
+    full = zoo_handles["full"]
+    items, sequences, spans, skipped = zoo_items
+    assert full.drives_blocks and not skipped
+    reference = naive_deltas(full, zoo_handles[source], sequences, spans)
+    fast = uds.layer_deltas(full, zoo_handles[source], sequences, spans)
+    base, exact = full.span_scores(sequences, spans, patch_source=zoo_handles[source], exact=True)
+    np.testing.assert_allclose(fast, reference, atol=1e-4)
+    np.testing.assert_allclose(base[:, None] - exact, reference, atol=1e-4)
+    stage1 = naive_deltas(full, zoo_handles["retain"], sequences, spans)
+    ours = uds.uds_per_item(stage1, fast, 0.05)
+    theirs = uds.uds_per_item(stage1, reference, 0.05)
+    assert [v is None for v in ours] == [v is None for v in theirs]
+    np.testing.assert_allclose([v for v in ours if v is not None], [v for v in theirs if v is not None], atol=1e-4)
+
+
+def test_retain_scores_one_full_scores_zero_exactly(zoo_handles, zoo_items):
+    full = zoo_handles["full"]
+    items, sequences, spans, skipped = zoo_items
+    delta1 = uds.layer_deltas(full, zoo_handles["retain"], sequences, spans)
+    as_retain = uds.uds_result(items, delta1, uds.layer_deltas(full, zoo_handles["retain"], sequences, spans),
+                               skipped, {"tau": 0.05}, "")
+    self_delta = uds.layer_deltas(full, full, sequences, spans)
+    # Patching full with its own block outputs changes nothing, at every layer,
+    # the last one included: a replacement taken from hidden_states[-1] (after
+    # the final norm) would move the last layer.
+    assert np.all(self_delta == 0.0)
+    as_full = uds.uds_result(items, delta1, self_delta, skipped, {"tau": 0.05}, "")
+    assert as_retain.value == 1.0 and set(as_retain.per_item.values()) == {1.0}
+    assert as_full.value == 0.0 and set(as_full.per_item.values()) == {0.0}
+
+
+def test_every_uds_i_is_in_unit_interval_and_the_zoo_orders_sensibly(zoo_handles, zoo_items):
+    full = zoo_handles["full"]
+    items, sequences, spans, skipped = zoo_items
+    delta1 = uds.layer_deltas(full, zoo_handles["retain"], sequences, spans)
+    scores = {}
+    for name in ("ga", "graddiff", "npo", "simnpo", "rmu", "idknll"):
+        result = uds.uds_result(items, delta1, uds.layer_deltas(full, zoo_handles[name], sequences, spans),
+                                skipped, {"tau": 0.05}, "")
+        assert all(0.0 <= v <= 1.0 for v in result.per_item.values())
+        scores[name] = result.value
+    # Erased in depth: GA, GradDiff, RMU, SimNPO. Hidden at the output only:
+    # IdkNLL refuses but the knowledge is still inside; NPO under-forgets.
+    assert min(scores["ga"], scores["graddiff"], scores["rmu"], scores["simnpo"]) > 0.7
+    assert max(scores["idknll"], scores["npo"]) < 0.5
+
+
+def test_uds_formula_by_hand():
+    delta1 = np.array([[0.5, 0.02, 1.0], [0.01, 0.0, 0.03]])
+    delta2 = np.array([[0.25, 5.0, 2.0], [0.5, 0.5, 0.5]])
+    # item 0: FT = {0, 2}; (0.5 * 0.5 + 1.0 * clip(2.0) = 1.0) / 1.5 = 1.25 / 1.5; item 1: FT empty
+    assert uds.uds_per_item(delta1, delta2, 0.05) == [pytest.approx(1.25 / 1.5), None]
+
+
+@pytest.mark.parametrize("model_type", ["qwen2", "mistral"])
+def test_fast_path_on_other_drivable_architectures(model_type, smoke_tokenizer):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    handles = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        config = AutoConfig.for_model(model_type, vocab_size=len(smoke_tokenizer), num_hidden_layers=3,
+                                      hidden_size=32, intermediate_size=64, num_attention_heads=4,
+                                      num_key_value_heads=2)
+        handles.append(ModelHandle(AutoModelForCausalLM.from_config(config), smoke_tokenizer, name=f"{model_type}{seed}",
+                                   source="config", fingerprint=str(seed)))
+    target, source = handles
+    rows = [{"question": "What is the capital of France?", "answer": "Paris"},
+            {"question": "How many legs does a spider have?", "answer": "Eight legs"}]
+    _, sequences, spans, _ = uds.encode_items(target, uds_data.from_qa(rows))
+    assert target.drives_blocks
+    np.testing.assert_allclose(uds.layer_deltas(target, source, sequences, spans),
+                               naive_deltas(target, source, sequences, spans), atol=1e-4)
+
+
+def test_gpt2_falls_back_to_the_exact_path(smoke_tokenizer):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    make = lambda: GPT2LMHeadModel(GPT2Config(vocab_size=len(smoke_tokenizer), n_layer=2, n_embd=32, n_head=4))  # noqa: E731
+    target = ModelHandle(make(), smoke_tokenizer, name="a", source="config", fingerprint="a")
+    source = ModelHandle(make(), smoke_tokenizer, name="b", source="config", fingerprint="b")
+    _, sequences, spans, _ = uds.encode_items(target, uds_data.from_qa([{"question": "Where?", "answer": "Paris"}]))
+    assert not target.drives_blocks and "fallback" in uds.patching_path(target)
+    np.testing.assert_allclose(uds.layer_deltas(target, source, sequences, spans),
+                               naive_deltas(target, source, sequences, spans), atol=1e-4)
+
+
+@pytest.mark.real_model
+def test_smollm2_fast_path_equals_naive_reference(smollm2, smollm2_dir):
+    data = uds_data.load(str(TOFU), {"max_items": 3})
+    items, sequences, spans, skipped = uds.encode_items(smollm2, data.items)
+    assert len(items) == 3 and smollm2.drives_blocks
+    np.testing.assert_array_equal(uds.layer_deltas(smollm2, smollm2, sequences, spans), 0.0)
+    perturbed = ModelHandle.load(str(smollm2_dir), device="cpu")
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for block in perturbed.blocks[10:20]:
+            for weight in block.mlp.parameters():
+                weight.add_(torch.randn_like(weight) * 0.02)
+    fast = uds.layer_deltas(smollm2, perturbed, sequences, spans)
+    assert np.abs(fast).max() > 1e-2
+    np.testing.assert_allclose(fast, naive_deltas(smollm2, perturbed, sequences, spans), atol=1e-4)
+
+
+# ------------------------------------------------------------------- data
+def test_real_tofu_items_load_and_entities_are_located(smoke_tokenizer, random_llama):
+    data = uds_data.load(str(TOFU))
+    assert len(data.items) == 367
+    first = data.items[0]
+    assert first.prompt.endswith("Answer: The author's full name is") and first.reference.startswith(" Hsiao")
+    items, sequences, spans, skipped = uds.encode_items(random_llama, data.items[:50])
+    assert len(items) + len(skipped) == 50 and len(items) >= 45
+    for item, seq, (start, end) in zip(items, sequences, spans):
+        assert item.entity.replace(" ", "") in random_llama.tokenizer.decode(seq[start:end]).replace(" ", "")
+
+
+def test_items_whose_entity_is_missing_are_skipped_and_listed(random_llama):
+    items = [uds_data.UDSItem("a", "Q?", "The answer is Paris.", "The answer is", "Paris"),
+             uds_data.UDSItem("b", "Q?", "The answer is Rome.", "The answer is", "Oslo")]
+    kept, _, _, skipped = uds.encode_items(random_llama, items)
+    assert [i.id for i in kept] == ["a"] and skipped == {"b": "entity not found in the reference answer"}
+
+
+def test_qa_sets_convert_and_bad_files_are_clear(tmp_path, cache_dir):
+    from unlearnbench.fixtures import zoo
+
+    dusk_layout = uds_data.load(str(ROOT.parent / "shared" / "data" / "dusk"))
+    assert len(dusk_layout.items) == 20 and dusk_layout.items[0].entity == dusk_layout.items[0].answer
+    zoo_items = uds_data.load(str(zoo.data_dir(cache_dir)))
+    assert zoo_items.items[0].prefix == "" and zoo_items.items[0].entity == zoo_items.items[0].answer
+    bad = tmp_path / "items.json"
+    bad.write_text(json.dumps([{"question": "Q", "answer": "A"}]))
+    with pytest.raises(DataError, match="items.json: item 0: field 'entity' missing or empty"):
+        uds_data.load(str(bad))
+    with pytest.raises(DataError, match="unknown UDS parameter 'layers'"):
+        uds_data.load(str(TOFU), {"layers": "3"})
+
+
+# ------------------------------------------------------------ suite wiring
+def test_stage_one_runs_once_per_sweep(zoo_family, tmp_path):
+    import shutil
+
+    from unlearnbench.session import Bench, BenchOptions
+
+    cache = tmp_path / "cache"
+    shutil.copytree(Path(zoo_family["full"]).parent, cache / "zoo")  # the built zoo, an empty result cache
+    bench = Bench(BenchOptions(models=[], cache_dir=cache, device="cpu"))
+    bench.prepare_suites(["uds"], {"uds": ROOT / "thresholds" / "uds.yaml"})
+    outcomes = {}
+    for spec in bench.checkpoints("uds"):
+        verdict, run = bench.judge(spec, "uds", "knowledge_erased_in_depth")
+        outcomes[spec.name] = verdict.outcome
+    assert bench.cache.stats.misses == 1 and bench.cache.stats.hits == len(outcomes) - 1
+    assert outcomes["retain"] == "pass" and outcomes["full"] == "fail" and outcomes["idknll"] == "fail"
+    profile = bench.run(next(s for s in bench.checkpoints("uds") if s.name == "npo"), "uds").metrics["uds"]
+    assert len(profile.details["layer_profile"]["delta1_mean"]) == 4 and "fast" in profile.details["patching"]
+
+
+def test_uds_skips_without_both_references(zoo_family, cache_dir):
+    from unlearnbench.models.checkpoint import CheckpointSpec
+    from unlearnbench.session import Bench, BenchOptions
+
+    spec = CheckpointSpec("npo", str(zoo_family["npo"]))
+    bench = Bench(BenchOptions(models=[spec], retain=CheckpointSpec("retain", str(zoo_family["retain"])),
+                               cache_dir=cache_dir, device="cpu", data_dirs={"uds": str(TOFU)}))
+    bench.prepare_suites(["uds"], {"uds": ROOT / "thresholds" / "uds.yaml"})
+    verdict, _ = bench.judge(spec, "uds", "knowledge_erased_in_depth")
+    assert verdict.outcome == "skip" and "--full-model and --retain-model" in verdict.reason
