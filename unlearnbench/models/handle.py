@@ -523,31 +523,42 @@ class ModelHandle:
                 h.remove()
         base = mean_span_logprob(out.logits, ids, batch)
         full_cache = getattr(out, self._cache_kwarg)
-        position_ids = torch.arange(ids.shape[1], device=ids.device)[None].expand(ids.shape[0], -1)
-        patched = []
+        position_ids = torch.arange(first, ids.shape[1], device=ids.device)[None].expand(ids.shape[0], -1)
+        scored = positions[:, first:]  # the span-predicting positions: the only logits needed
+        targets = torch.cat([ids[row, first + 1 :][scored[row, :-1]] for row in range(ids.shape[0])])
+        counts = scored.sum(-1).tolist()
         layers = inner.layers
+        patched = []
         try:
             for layer in range(self.num_layers):
                 hidden = torch.where(positions[..., None], source[layer].to(self.dtype), captured[layer])[:, first:]
                 if layer + 1 < self.num_layers:
-                    cache = copy.deepcopy(full_cache)
-                    cache.crop(first - ids.shape[1])  # negative: drop the positions from `first` on
-                    # Run blocks layer+1.. through the model's own forward (so its
-                    # mask and rotary code apply), over the cache of the
-                    # unchanged positions before `first`.
+                    # Blocks layer+1.. run through the model's own forward (its
+                    # mask and rotary code apply) over the target's KV cache of
+                    # the unchanged positions before `first`.
                     inner.layers = layers[layer + 1 :]
                     hidden = inner(
-                        inputs_embeds=hidden, attention_mask=mask, position_ids=position_ids[:, first:],
-                        use_cache=True, **{self._cache_kwarg: cache},
+                        inputs_embeds=hidden, attention_mask=mask, position_ids=position_ids, use_cache=True,
+                        **{self._cache_kwarg: self._cache_prefix(full_cache, first)},
                     ).last_hidden_state
                     inner.layers = layers
                 else:
                     hidden = inner.norm(hidden)
-                logits = self.model.lm_head(hidden)
-                patched.append(mean_span_logprob(logits, ids, batch, offset=first))
+                logp = torch.log_softmax(self.model.lm_head(hidden[scored]).float(), dim=-1)
+                token_logp = logp.gather(-1, targets[:, None])[:, 0]
+                patched.append(np.array([float(chunk.mean()) for chunk in token_logp.split(counts)]))
         finally:
             inner.layers = layers
         return base, np.stack(patched, axis=1)
+
+    def _cache_prefix(self, cache, length: int):
+        """A new KV cache holding the first `length` positions of `cache`."""
+        from transformers import DynamicCache
+
+        prefix = DynamicCache(config=self.model.config)
+        for index, layer in enumerate(cache.layers):
+            prefix.update(layer.keys[:, :, :length], layer.values[:, :, :length], index)
+        return prefix
 
 
 def _block_tensor(output) -> torch.Tensor:
