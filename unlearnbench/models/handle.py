@@ -32,6 +32,7 @@ CPU_LOGITS_BUDGET_BYTES = 1 << 30
 MAX_AUTO_BATCH = 64
 # Decoder stacks whose upper blocks `span_scores` can rerun alone (tested).
 DRIVABLE_MODEL_TYPES = ("llama", "qwen2", "mistral")
+FAST_PATCH_BATCH = 8
 
 
 @dataclass
@@ -171,7 +172,13 @@ class ModelHandle:
         return int(max(1, min(self._batch_cap, CPU_LOGITS_BUDGET_BYTES // max(per_row, 1))))
 
     def _map_batches(
-        self, lengths: Sequence[int], run: Callable[[list[int]], list], *, full_vocab_logits: bool, extra: int = 0
+        self,
+        lengths: Sequence[int],
+        run: Callable[[list[int]], list],
+        *,
+        full_vocab_logits: bool,
+        extra: int = 0,
+        cap: int | None = None,
     ) -> list:
         """Run `run(indices)` over length-sorted batches; results in input order.
 
@@ -182,7 +189,7 @@ class ModelHandle:
         results: list = [None] * len(lengths)
         pos = 0
         while pos < len(order):
-            size = self._batch_size(lengths[order[pos]] + extra, full_vocab_logits)
+            size = min(self._batch_size(lengths[order[pos]] + extra, full_vocab_logits), cap or MAX_AUTO_BATCH)
             batch = order[pos : pos + size]
             try:
                 outputs = run(batch)
@@ -506,7 +513,10 @@ class ModelHandle:
                 ], axis=1)
             return list(zip(base, patched))
 
-        results = self._map_batches([len(s) for s in sequences], run, full_vocab_logits=True)
+        # Fast path: small length-sorted batches keep the first patched position
+        # close to every row's own, so the reruns cover few positions.
+        results = self._map_batches([len(s) for s in sequences], run, full_vocab_logits=True,
+                                    cap=FAST_PATCH_BATCH if fast else None)
         base = np.array([r[0] for r in results])
         return base, (np.stack([r[1] for r in results]) if patch_source is not None else None)
 
