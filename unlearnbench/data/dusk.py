@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from unlearnbench.data.jsonl import fingerprint_files, read_records
+from unlearnbench.data.jsonl import fingerprint_files, merge_params, read_json_list, read_records
 from unlearnbench.errors import DataError
 
 STYLES = ("Chronological", "Feature_Story", "Interview", "Inverted_Pyramid", "Listicle")
@@ -92,17 +92,8 @@ class DuskData:
         return [text for style, text in self.documents.items() if style != self.forget_style]
 
 
-def merge_params(data_params: dict, options: dict, source: object) -> dict:
-    params = dict(DEFAULT_PARAMS)
-    for origin, values in (("suite.json", data_params), ("--suite-option", options)):
-        for key, value in values.items():
-            if key not in DEFAULT_PARAMS:
-                raise DataError(source, f"{origin}: unknown DUSK parameter '{key}' (known: {', '.join(DEFAULT_PARAMS)})")
-            kind = type(DEFAULT_PARAMS[key])
-            try:
-                params[key] = kind(value)
-            except (TypeError, ValueError):
-                raise DataError(source, f"{origin}: '{key}' must be {kind.__name__}, not {value!r}") from None
+def dusk_params(data_params: dict, options: dict, source: object) -> dict:
+    params = merge_params(DEFAULT_PARAMS, [("suite.json", data_params), ("--suite-option", options)], source, "DUSK")
     if params["forget_style"] not in STYLES:
         raise DataError(source, f"forget_style must be one of {', '.join(STYLES)}, not {params['forget_style']!r}")
     return params
@@ -130,7 +121,7 @@ def load(data_dir: Path | str | None, options: dict | None = None) -> DuskData:
             data_params = json.loads((root / "suite.json").read_text())
         except json.JSONDecodeError as exc:
             raise DataError(root / "suite.json", f"invalid JSON ({exc.msg})", line=exc.lineno) from None
-    params = merge_params(data_params, options or {}, root)
+    params = dusk_params(data_params, options or {}, root)
     documents = {}
     for style in STYLES:
         path = root / f"{style}.txt"
@@ -156,14 +147,7 @@ def load(data_dir: Path | str | None, options: dict | None = None) -> DuskData:
 
 
 def _verbatim(path: Path) -> list[VerbatimItem]:
-    if not path.is_file():
-        raise DataError(path, "file not found")
-    try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(path, f"invalid JSON ({exc.msg})", line=exc.lineno) from None
-    if not isinstance(rows, list) or not rows:
-        raise DataError(path, "expected a non-empty JSON list of {prompt, gt} objects")
+    rows = read_json_list(path, "{prompt, gt} objects")
     items = []
     for i, row in enumerate(rows):
         if not isinstance(row, dict) or not all(isinstance(row.get(k), str) and row[k] for k in ("prompt", "gt")):
@@ -221,7 +205,7 @@ def _load_hf(source: str, options: dict) -> DuskData:
     """The HF dataset's parquet files (configs eval_* and raw), read directly."""
     root = _snapshot(source)
     where = f"hf:{source}"
-    params = merge_params({}, options, where)
+    params = dusk_params({}, options, where)
     documents = {
         style: "\n\n".join(r["text"] for r in _parquet_rows(root, f"raw/{hf_split_name(style)}-*.parquet", ("text",), where))
         for style in STYLES

@@ -47,3 +47,33 @@ def fingerprint_files(paths: Sequence[Path]) -> str:
     for path in paths:
         digest.update(Path(path).name.encode() + b"\0" + Path(path).read_bytes() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def read_json_list(path: Path, what: str) -> list:
+    """A JSON file holding a non-empty list (of `what`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(path, f"invalid JSON ({exc.msg})", line=exc.lineno) from None
+    if not isinstance(rows, list) or not rows:
+        raise DataError(path, f"expected a non-empty JSON list of {what}")
+    return rows
+
+
+def merge_params(defaults: dict, layers: Sequence[tuple[str, dict]], source: object, suite: str) -> dict:
+    """Suite parameters: `defaults`, overridden by each (origin, values) layer
+    in turn; unknown keys and values of the wrong type are errors."""
+    params = dict(defaults)
+    for origin, values in layers:
+        for key, value in values.items():
+            if key not in defaults:
+                raise DataError(source, f"{origin}: unknown {suite} parameter '{key}' (known: {', '.join(defaults)})")
+            kind = type(defaults[key])
+            try:
+                params[key] = kind(value)
+            except (TypeError, ValueError):
+                raise DataError(source, f"{origin}: '{key}' must be {kind.__name__}, not {value!r}") from None
+    return params

@@ -11,11 +11,10 @@ Sources, picked by `--data-dir uds=...`:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import fingerprint_files, read_records
+from unlearnbench.data.jsonl import fingerprint_files, merge_params, read_json_list, read_records
 from unlearnbench.errors import DataError
 
 DEFAULT_PARAMS = {"tau": 0.05, "max_items": 0}  # max_items 0 = all
@@ -52,25 +51,8 @@ def from_qa(rows: list[dict], prefix: str = "qa") -> list[UDSItem]:
     return [UDSItem(f"{prefix}-{i}", r["question"], r["answer"], "", r["answer"]) for i, r in enumerate(rows)]
 
 
-def _params(options: dict, source: object) -> dict:
-    params = dict(DEFAULT_PARAMS)
-    for key, value in options.items():
-        if key not in DEFAULT_PARAMS:
-            raise DataError(source, f"unknown UDS parameter '{key}' (known: {', '.join(DEFAULT_PARAMS)})")
-        try:
-            params[key] = type(DEFAULT_PARAMS[key])(value)
-        except ValueError:
-            raise DataError(source, f"'{key}' must be {type(DEFAULT_PARAMS[key]).__name__}, not {value!r}") from None
-    return params
-
-
 def _items_json(path: Path) -> list[UDSItem]:
-    try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(path, f"invalid JSON ({exc.msg})", line=exc.lineno) from None
-    if not isinstance(rows, list) or not rows:
-        raise DataError(path, "expected a non-empty JSON list of {question, answer, prefix, entity}")
+    rows = read_json_list(path, "{question, answer, prefix, entity} objects")
     items = []
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
@@ -89,7 +71,7 @@ def load(source: str | Path | None, options: dict | None = None) -> UDSData:
     if source is None:
         raise DataError("uds", "no data: pass --data-dir uds=FILE.json (UDS items) or uds=DIR (DUSK layout)")
     path = Path(source)
-    params = _params(options or {}, path)
+    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], path, "UDS")
     if path.is_dir() and (path / "uds" / "forget_items.json").is_file():
         path = path / "uds" / "forget_items.json"
     if path.is_file():
