@@ -81,6 +81,7 @@ def main() -> None:
     print(f"{full.name}: {len(items)} items ({len(skipped)} skipped), {full.num_layers} layers, "
           f"{np.mean([len(s) for s in sequences]):.0f} tokens on average, {torch.get_num_threads()} threads")
 
+    uds.layer_deltas(full, unlearned, sequences[:2], spans[:2])  # warm-up: first-call allocations
     fast2, t_fast2 = timed(lambda: uds.layer_deltas(full, unlearned, sequences, spans))
     base, exact_patched = None, None
     (base, exact_patched), t_exact2 = timed(lambda: full.span_scores(sequences, spans, patch_source=unlearned,
