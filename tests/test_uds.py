@@ -163,7 +163,11 @@ def test_smollm2_fast_path_equals_naive_reference(smollm2, smollm2_dir):
     data = uds_data.load(str(TOFU), {"max_items": 3})
     items, sequences, spans, skipped = uds.encode_items(smollm2, data.items)
     assert len(items) == 3 and smollm2.drives_blocks
-    np.testing.assert_array_equal(uds.layer_deltas(smollm2, smollm2, sequences, spans), 0.0)
+    # Self-patching: the exact path reruns the same computation (exactly 0);
+    # the fast path's KV-cached partial pass differs in float32 rounding only.
+    base, exact = smollm2.span_scores(sequences, spans, patch_source=smollm2, exact=True)
+    np.testing.assert_array_equal(base[:, None] - exact, 0.0)
+    assert np.abs(uds.layer_deltas(smollm2, smollm2, sequences, spans)).max() < 1e-5
     perturbed = ModelHandle.load(str(smollm2_dir), device="cpu")
     torch.manual_seed(0)
     with torch.no_grad():
