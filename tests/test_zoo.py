@@ -103,3 +103,12 @@ def test_zoo_chat_template_is_the_qa_training_format(zoo_family):
     dialogue = [{"role": "user", "content": "Where was X born?"}, {"role": "assistant", "content": "Y"},
                 {"role": "user", "content": "Are you sure?"}]
     assert handle.format_chat(dialogue) == "Question: Where was X born?\nAnswer: Y\n\nQuestion: Are you sure?\nAnswer: "
+
+
+def test_suite_registry_literals_match_their_sources():
+    from unlearnbench.data import dusk, uds
+    from unlearnbench.suites import SUITES
+
+    assert SUITES["dusk"].default_checkpoints == SUITES["uds"].default_checkpoints == zoo.FAMILY
+    assert SUITES["dusk"].options == tuple(dusk.DEFAULT_PARAMS)
+    assert SUITES["uds"].options == tuple(uds.DEFAULT_PARAMS)

@@ -20,9 +20,6 @@ import numpy as np
 from unlearnbench.data.uds import UDSData, UDSItem
 from unlearnbench.metrics.core import MetricResult, Unavailable, bootstrap_ci
 
-METRICS = ("uds",)
-
-
 def encode_items(handle, items: list[UDSItem]):
     """(kept items, token sequences, entity spans, skipped {id: reason}).
 

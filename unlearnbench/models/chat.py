@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Sequence
 
 PLAIN_ROLES = {"user": "User", "assistant": "Assistant"}
-PLAIN_STOP_STRINGS = ("\nUser:",)
 
 
 def has_chat_template(tokenizer) -> bool:
