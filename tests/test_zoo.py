@@ -106,9 +106,11 @@ def test_zoo_chat_template_is_the_qa_training_format(zoo_family):
 
 
 def test_suite_registry_literals_match_their_sources():
-    from unlearnbench.data import dusk, uds
+    from unlearnbench.data import dusk, honesty, uds
     from unlearnbench.suites import SUITES
 
     assert SUITES["dusk"].default_checkpoints == SUITES["uds"].default_checkpoints == zoo.FAMILY
     assert SUITES["dusk"].options == tuple(dusk.DEFAULT_PARAMS)
     assert SUITES["uds"].options == tuple(uds.DEFAULT_PARAMS)
+    assert SUITES["honesty"].options == tuple(honesty.DEFAULT_PARAMS)
+    assert SUITES["honesty"].default_checkpoints == zoo.FAMILY

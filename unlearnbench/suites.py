@@ -49,6 +49,7 @@ def _resolve(target: str) -> Callable:
 FAMILY = ("full", "retain", "ga", "graddiff", "npo", "simnpo", "rmu", "idknll")
 DUSK_OPTIONS = ("forget_style", "icl_shots", "qa_max_new_tokens", "verbatim_max_new_tokens",
                 "verbatim_reference_tokens", "mia_chunk_tokens", "mink_k", "embedder")
+HONESTY_OPTIONS = ("max_new_tokens", "followup_max_new_tokens", "max_items", "mcq_seed")
 
 SUITES: dict[str, SuiteSpec] = {
     spec.name: spec
@@ -88,6 +89,22 @@ SUITES: dict[str, SuiteSpec] = {
             default_references=(("full", "full"), ("retain", "retain")),
             default_data="zoo",
             options=("tau", "max_items"),
+        ),
+        SuiteSpec(
+            name="honesty",
+            metrics=(
+                "forget_leak_rate", "forget_refusal_rate", "forget_hallucination_rate", "rr2r",
+                "followup_consistency", "mcq_idk_rate", "mcq_control_rate", "mcq_idk_minus_control",
+                "mcq_idk_rate_std", "mcq_forget_accuracy", "retain_accuracy", "retain_refusal_rate",
+                "retain_hallucination_rate", "unknown_refusal_rate", "first_token_entropy",
+            ),
+            loader="unlearnbench.data.honesty:load",
+            evaluator="unlearnbench.metrics.honesty:evaluate",
+            version=1,
+            default_checkpoints=FAMILY,
+            default_references=(("full", "full"), ("retain", "retain")),
+            default_data="zoo",
+            options=HONESTY_OPTIONS,
         ),
     )
 }

@@ -49,6 +49,15 @@ class TokenScores:
     vocab_var: np.ndarray | None = None
 
 
+@dataclass
+class NextToken:
+    """The next-token distribution after each of n prompts, reduced."""
+
+    logprobs: list[np.ndarray]  # per prompt: log-probs at the requested columns
+    entropy: np.ndarray  # (n,) nats
+    argmax: np.ndarray  # (n,) token id of the most likely token over the whole vocabulary
+
+
 class ModelHandle:
     def __init__(
         self,
@@ -157,6 +166,12 @@ class ModelHandle:
     def encode(self, text: str, *, add_special_tokens: bool) -> list[int]:
         return self.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
 
+    @property
+    def has_chat_template(self) -> bool:
+        from unlearnbench.models.chat import has_chat_template
+
+        return has_chat_template(self.tokenizer)
+
     def format_chat(self, messages: Sequence[dict], *, add_generation_prompt: bool = True) -> str:
         from unlearnbench.models.chat import format_chat
 
@@ -211,6 +226,15 @@ class ModelHandle:
         for row, seq in enumerate(sequences):
             ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
             mask[row, : len(seq)] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    def _pad_left(self, sequences: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(s) for s in sequences)
+        ids = torch.full((len(sequences), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(sequences), width), dtype=torch.long)
+        for row, seq in enumerate(sequences):
+            ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+            mask[row, width - len(seq) :] = 1
         return ids.to(self.device), mask.to(self.device)
 
     # ------------------------------------------------------------------ scoring
@@ -270,6 +294,52 @@ class ModelHandle:
             sequences.append(ctx + cont)
             starts.append(start)
         return self.token_logprobs(sequences, starts, vocab_stats=vocab_stats)
+
+    @torch.inference_mode()
+    def next_token(
+        self,
+        prompts: Sequence[str],
+        columns: Sequence[Sequence[int]] | None = None,
+        *,
+        logits_processor: Callable | None = None,
+    ) -> NextToken:
+        """The float32 next-token distribution after each prompt, reduced to
+        what callers need: its entropy (nats), its argmax over the whole
+        vocabulary, and log-probs at `columns[i]` (e.g. MCQ label tokens).
+
+        Prompts are encoded as `generate` encodes them, so this is the
+        distribution of a reply's first token. `logits_processor(input_ids,
+        scores)` (the transformers LogitsProcessor call) rewrites the raw
+        last-position logits first.
+        """
+        sequences = [self.encode(p, add_special_tokens=True) for p in prompts]
+        if columns is not None and len(columns) != len(prompts):
+            raise ValueError(f"{len(columns)} column lists for {len(prompts)} prompts")
+
+        def run(batch: list[int]) -> list[tuple]:
+            # Left padding puts every prompt's last token in the last column,
+            # so only that column's logits are computed (logits_to_keep).
+            ids, mask = self._pad_left([sequences[i] for i in batch])
+            kwargs = {"logits_to_keep": 1} if self._keeps_logits else {}
+            positions = (mask.cumsum(-1) - 1).clamp_min(0)
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **kwargs).logits
+            scores = logits[:, -1].float()
+            if logits_processor is not None:
+                scores = logits_processor(ids, scores).float()
+            logp = torch.log_softmax(scores, dim=-1)
+            entropy = -(logp.exp() * logp).nansum(-1)
+            out = []
+            for row, i in enumerate(batch):
+                picked = logp[row, list(columns[i])].cpu().numpy() if columns is not None else np.zeros(0, np.float32)
+                out.append((picked, float(entropy[row]), int(logp[row].argmax())))
+            return out
+
+        rows = self._map_batches([len(s) for s in sequences], run, full_vocab_logits=not self._keeps_logits)
+        return NextToken(
+            logprobs=[r[0] for r in rows],
+            entropy=np.array([r[1] for r in rows], dtype=np.float64),
+            argmax=np.array([r[2] for r in rows], dtype=np.int64),
+        )
 
     def _bos(self) -> list[int]:
         ids = self.tokenizer("", add_special_tokens=True)["input_ids"]

@@ -1,0 +1,143 @@
+"""Honesty data (SPEC §4): forget, retain and (optional) unknown QA sets.
+
+Sources, picked by `--data-dir honesty=...`:
+- a folder with `forget.jsonl` (required), `retain.jsonl` and `unknown.jsonl`
+  (optional): one `{question, answer}` object per line, optionally `id`,
+  `kind` (the question's kind, for MCQ distractors) and `choices` (a list
+  of 4 options that contains the answer: used as the MCQ options as given);
+- a single such JSONL file: the forget set alone;
+- a DUSK layout (or the fixture zoo's data folder): forget =
+  SpecificForgetQA, retain = GeneralQA + SpecificRetainQA, unknown =
+  HoldoutQA.jsonl when present (questions about people no model saw);
+- `hf:ID_OR_PATH`: the DUSK HF dataset, mapped the same way;
+- a UDS item file (a JSON list with `entity`, e.g. the TOFU items): the
+  forget set, with the entity as the gold answer (TOFU answers are whole
+  sentences; the entity is what a leak reveals).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from unlearnbench.data.jsonl import fingerprint_files, merge_params, read_json_list, read_records
+from unlearnbench.errors import DataError
+
+SETS = ("forget", "retain", "unknown")
+N_CHOICES = 4  # gold + 3 distractors; the IDK / control option is the 5th
+# SPEC §4 defaults; `--suite-option honesty.KEY=VALUE` overrides them.
+DEFAULT_PARAMS = {
+    "max_new_tokens": 64,  # first turn
+    "followup_max_new_tokens": 16,  # the Yes/No second turn
+    "max_items": 0,  # per set; 0 = all
+    "mcq_seed": 0,  # distractors, gold and IDK positions, control statements
+}
+
+
+@dataclass(frozen=True)
+class HonestyItem:
+    id: str
+    question: str
+    answer: str
+    kind: str = ""  # explicit kind from the data; inferred for MCQ when empty
+    choices: tuple[str, ...] = ()  # user-given MCQ options (contain the answer)
+
+
+@dataclass(frozen=True)
+class HonestyData:
+    sets: dict[str, list[HonestyItem]]  # forget (non-empty), retain, unknown (possibly empty)
+    params: dict
+    fingerprint: str
+    source: str
+
+
+def _items_jsonl(path: Path, prefix: str) -> list[HonestyItem]:
+    records = read_records(path, ["question", "answer"], id_field="")
+    items, seen = [], {}
+    for number, record in enumerate(records, start=1):
+        item_id = str(record.get("id", f"{prefix}-{number - 1}"))
+        if item_id in seen:
+            raise DataError(path, f"duplicate id '{item_id}' (first in record {seen[item_id]})", line=number)
+        seen[item_id] = number
+        kind = record.get("kind", "")
+        if not isinstance(kind, str):
+            raise DataError(path, "field 'kind' must be a string", line=number)
+        choices = record.get("choices", ())
+        if choices:
+            if (not isinstance(choices, list) or len(choices) != N_CHOICES
+                    or not all(isinstance(c, str) and c.strip() for c in choices)):
+                raise DataError(path, f"field 'choices' must be a list of {N_CHOICES} non-empty strings", line=number)
+            if record["answer"] not in choices:
+                raise DataError(path, "field 'choices' does not contain the answer", line=number)
+            if len(set(choices)) != N_CHOICES:
+                raise DataError(path, "field 'choices' has repeated options", line=number)
+        items.append(HonestyItem(item_id, record["question"], record["answer"], kind, tuple(choices)))
+    return items
+
+
+def _from_qa(items, prefix: str) -> list[HonestyItem]:
+    return [HonestyItem(f"{prefix}-{i}", q.question, q.answer) for i, q in enumerate(items)]
+
+
+def _from_dusk(source: str, options: dict) -> tuple[dict, list[Path] | str]:
+    from unlearnbench.data import dusk
+
+    data = dusk.load(source)
+    sets = {
+        "forget": _from_qa(data.qa["unique_forget"], "forget"),
+        "retain": _from_qa(data.qa["shared"], "shared") + _from_qa(data.qa["unique_retain"], "retain"),
+        "unknown": [],
+    }
+    holdout = Path(data.source) / "eval" / "HoldoutQA.jsonl"
+    if not data.source.startswith("hf:") and holdout.is_file():
+        sets["unknown"] = _items_jsonl(holdout, "unknown")
+    return sets, data.fingerprint + ("-" + fingerprint_files([holdout]) if sets["unknown"] else "")
+
+
+def _from_uds(path: Path) -> list[HonestyItem]:
+    rows = read_json_list(path, "{question, answer, entity} objects")
+    items = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise DataError(path, f"item {i}: expected an object")
+        for key in ("question", "entity"):
+            if not isinstance(row.get(key), str) or not row[key].strip():
+                raise DataError(path, f"item {i}: field '{key}' missing or empty")
+        items.append(HonestyItem(f"forget-{row.get('idx', i)}", row["question"], row["entity"]))
+    return items
+
+
+def _is_dusk_layout(path: Path) -> bool:
+    return (path / "eval" / "SpecificForgetQA.jsonl").is_file() or (path / "dusk" / "eval").is_dir()
+
+
+def load(source: str | Path | None, options: dict | None = None) -> HonestyData:
+    if source is None:
+        raise DataError("honesty", "no data: pass --data-dir honesty=DIR (forget.jsonl [retain.jsonl unknown.jsonl] "
+                                   "or a DUSK layout), honesty=FILE.jsonl or honesty=hf:AI-ISL/DUSK")
+    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], source, "honesty")
+    text = str(source)
+    path = Path(text)
+    if text.startswith("hf:") or (path.is_dir() and _is_dusk_layout(path)):
+        sets, digest = _from_dusk(text, options or {})
+    elif path.is_dir() and (path / "forget.jsonl").is_file():
+        sets, files = {}, []
+        for name in SETS:
+            file = path / f"{name}.jsonl"
+            sets[name] = _items_jsonl(file, name) if file.is_file() else []
+            files += [file] if file.is_file() else []
+        digest = fingerprint_files(files)
+    elif path.is_dir():
+        raise DataError(path, "no forget.jsonl here, and not a DUSK layout")
+    elif path.suffix == ".jsonl":
+        sets, digest = {"forget": _items_jsonl(path, "forget"), "retain": [], "unknown": []}, fingerprint_files([path])
+    elif path.suffix == ".json":
+        sets, digest = {"forget": _from_uds(path), "retain": [], "unknown": []}, fingerprint_files([path])
+    else:
+        raise DataError(path, "not found, or not a honesty folder, a QA .jsonl file, a UDS .json file or a DUSK layout")
+    if params["max_items"]:
+        sets = {name: items[: params["max_items"]] for name, items in sets.items()}
+    digest += "-" + hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
+    return HonestyData(sets=sets, params=params, fingerprint=digest, source=text)
