@@ -106,11 +106,12 @@ def test_zoo_chat_template_is_the_qa_training_format(zoo_family):
 
 
 def test_suite_registry_literals_match_their_sources():
-    from unlearnbench.data import dusk, honesty, uds
+    from unlearnbench.data import conceptguard, dusk, honesty, uds
     from unlearnbench.suites import SUITES
 
     assert SUITES["dusk"].default_checkpoints == SUITES["uds"].default_checkpoints == zoo.FAMILY
     assert SUITES["dusk"].options == tuple(dusk.DEFAULT_PARAMS)
     assert SUITES["uds"].options == tuple(uds.DEFAULT_PARAMS)
     assert SUITES["honesty"].options == tuple(honesty.DEFAULT_PARAMS)
-    assert SUITES["honesty"].default_checkpoints == zoo.FAMILY
+    assert SUITES["honesty"].default_checkpoints == SUITES["conceptguard"].default_checkpoints == zoo.FAMILY
+    assert SUITES["conceptguard"].options == tuple(conceptguard.DEFAULT_PARAMS)

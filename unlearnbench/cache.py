@@ -63,8 +63,7 @@ class DiskCache:
 
     def get_or_compute(self, parts: dict, compute: Callable[[], Any]) -> Any:
         """The cached value for `parts`, computing and storing it on a miss."""
-        key = cache_key(parts)
-        path = self._path(key)
+        path = self._path(cache_key(parts))
         found, value = self._read(path, count_corrupt=False)
         if found:
             self.stats.hits += 1
@@ -76,10 +75,26 @@ class DiskCache:
                 return value
             self.stats.misses += 1
             value = compute()
-            payload = pickle.dumps({"parts": parts, "value": value}, protocol=pickle.HIGHEST_PROTOCOL)
-            digest = hashlib.sha256(payload).hexdigest().encode()
-            atomic_write_bytes(path, MAGIC + digest + b"\n" + payload)
+            self._write(path, parts, value)
         return value
+
+    def lookup(self, parts: dict) -> tuple[bool, Any]:
+        """(found, value) without computing: for callers that batch their misses."""
+        found, value = self._read(self._path(cache_key(parts)))
+        if found:
+            self.stats.hits += 1
+        else:
+            self.stats.misses += 1
+        return found, value
+
+    def store(self, parts: dict, value: Any) -> None:
+        self._write(self._path(cache_key(parts)), parts, value)
+
+    @staticmethod
+    def _write(path: Path, parts: dict, value: Any) -> None:
+        payload = pickle.dumps({"parts": parts, "value": value}, protocol=pickle.HIGHEST_PROTOCOL)
+        digest = hashlib.sha256(payload).hexdigest().encode()
+        atomic_write_bytes(path, MAGIC + digest + b"\n" + payload)
 
     def _read(self, path: Path, count_corrupt: bool = True) -> tuple[bool, Any]:
         try:

@@ -46,6 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="data for every suite, or for one suite (a directory, or hf:DATASET); repeatable")
     group.addoption("--suite-option", action="append", default=[], metavar="SUITE.KEY=VALUE",
                     help="a suite parameter (e.g. dusk.forget_style=Listicle); repeatable")
+    group.addoption("--judge", default=None, metavar="reference|hf:PATH|openai:URL",
+                    help="ConceptGuard judge (default: reference, an offline embedding proxy)")
     group.addoption("--strict-ci", action="store_true",
                     help="a check passes only if its whole 95%% bootstrap CI is on the good side")
     group.addoption("--seed", type=int, default=0, help="seed for anything random (default 0)")
@@ -127,6 +129,8 @@ class PluginState:
                     known = ", ".join(f"{s}.{o}" for s, spec in SUITES.items() for o in spec.options)
                     raise UnlearnbenchError(f"--suite-option {entry!r}: expected SUITE.KEY=VALUE, one of {known}")
                 suite_options.setdefault(suite, {})[name] = value
+            if opt("judge"):
+                suite_options.setdefault("conceptguard", {})["judge"] = opt("judge")
             return BenchOptions(
                 models=self.user_checkpoints(),
                 full=CheckpointSpec.parse(opt("full_model")) if opt("full_model") else None,

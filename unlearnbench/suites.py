@@ -50,6 +50,7 @@ FAMILY = ("full", "retain", "ga", "graddiff", "npo", "simnpo", "rmu", "idknll")
 DUSK_OPTIONS = ("forget_style", "icl_shots", "qa_max_new_tokens", "verbatim_max_new_tokens",
                 "verbatim_reference_tokens", "mia_chunk_tokens", "mink_k", "embedder")
 HONESTY_OPTIONS = ("max_new_tokens", "followup_max_new_tokens", "max_items", "mcq_seed")
+CONCEPTGUARD_OPTIONS = ("prefix_tokens", "max_new_tokens", "reference_tokens", "judge", "judge_model", "embedder")
 
 SUITES: dict[str, SuiteSpec] = {
     spec.name: spec
@@ -105,6 +106,18 @@ SUITES: dict[str, SuiteSpec] = {
             default_references=(("full", "full"), ("retain", "retain")),
             default_data="zoo",
             options=HONESTY_OPTIONS,
+        ),
+        SuiteSpec(
+            name="conceptguard",
+            metrics=("harm_mem", "help_ret", "harm_qa", "help_qa", "harm_score", "help_score", "judge_failure_rate",
+                     "ctxt_sep", "ctxt_sep_macro", "rouge_sep"),
+            loader="unlearnbench.data.conceptguard:load",
+            evaluator="unlearnbench.metrics.conceptguard:evaluate",
+            version=1,
+            default_checkpoints=FAMILY,
+            default_references=(("full", "full"), ("retain", "retain")),
+            default_data="zoo",
+            options=CONCEPTGUARD_OPTIONS,
         ),
     )
 }

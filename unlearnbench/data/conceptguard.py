@@ -1,0 +1,94 @@
+"""ConceptGuard data (SPEC §5): paired harmful / benign uses of dual-use concepts.
+
+One JSON object per line:
+
+    {"id": ..., "concept": ..., "harmful_text": ..., "benign_text": ...,
+     "harmful_query": ..., "benign_query": ...}
+
+D_f = harmful texts, D_r = benign texts; each query's reference answer is its
+paired text. `--data-dir conceptguard=FILE.jsonl`, or a folder holding
+`pairs.jsonl` or `conceptguard/pairs.jsonl` (the fixture zoo's data folder).
+
+Converting the public ConceptGuard release: write one line per (concept,
+harmful example, benign example) with the fields above; keep the concept
+label identical across a concept's lines (it is the grouping key of Sep_c)
+and the ids unique.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from unlearnbench.data.jsonl import fingerprint_files, merge_params, read_records
+from unlearnbench.errors import DataError, UnlearnbenchError
+
+FIELDS = ("id", "concept", "harmful_text", "benign_text", "harmful_query", "benign_query")
+# SPEC §5 defaults; `--suite-option conceptguard.KEY=VALUE` (and `--judge`) override them.
+DEFAULT_PARAMS = {
+    "prefix_tokens": 32,  # HarmMem / HelpRet prompt: the text's first tokens
+    "max_new_tokens": 128,  # continuation and reply length
+    "reference_tokens": 128,  # the rest of the text scored against, cut to this many tokens
+    "judge": "reference",  # reference | hf:PATH | openai:URL (see metrics/judges.py)
+    "judge_model": "",  # the model name sent to an openai: endpoint ("" = the server's default)
+    "embedder": "all-MiniLM-L6-v2",  # the reference judge's embedding model
+}
+
+
+@dataclass(frozen=True)
+class ConceptPair:
+    id: str
+    concept: str
+    harmful_text: str
+    benign_text: str
+    harmful_query: str
+    benign_query: str
+
+
+@dataclass(frozen=True)
+class ConceptGuardData:
+    pairs: list[ConceptPair]
+    params: dict
+    fingerprint: str
+    source: str
+
+    @property
+    def concepts(self) -> list[str]:
+        return sorted({p.concept for p in self.pairs})
+
+
+def load(source: str | Path | None, options: dict | None = None) -> ConceptGuardData:
+    if source is None:
+        raise DataError("conceptguard", "no data: pass --data-dir conceptguard=FILE.jsonl (paired schema: "
+                                        + ", ".join(FIELDS) + ")")
+    path = Path(source)
+    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], path, "ConceptGuard")
+    check_judge(params["judge"])
+    if path.is_dir():
+        for candidate in (path / "pairs.jsonl", path / "conceptguard" / "pairs.jsonl"):
+            if candidate.is_file():
+                path = candidate
+                break
+        else:
+            raise DataError(path, "no pairs.jsonl (or conceptguard/pairs.jsonl) in this folder")
+    pairs = [ConceptPair(**{k: record[k] for k in FIELDS}) for record in read_records(path, FIELDS)]
+    digest = fingerprint_files([path]) + "-" + hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
+    return ConceptGuardData(pairs=pairs, params=params, fingerprint=digest, source=str(path))
+
+
+def check_judge(spec: str) -> None:
+    """Reject a judge spec that cannot work, before any model runs."""
+    if spec == "reference":
+        return
+    kind, _, target = spec.partition(":")
+    if kind == "openai" and target.startswith(("http://", "https://")):
+        return
+    if kind == "hf" and target:
+        from unlearnbench.models.checkpoint import resolve
+
+        resolve(target)  # CheckpointError naming the path when it is not a usable checkpoint
+        return
+    raise UnlearnbenchError(f"--judge {spec!r}: expected reference, hf:PATH (a local checkpoint) or "
+                            "openai:http(s)://HOST[:PORT]/v1")
