@@ -78,6 +78,33 @@ def _report(args: argparse.Namespace) -> int:
     return 1 if summary["failed"] or summary["errors"] else 0
 
 
+def _merge(args: argparse.Namespace) -> int:
+    from unlearnbench.report.merge import merge_reports
+    from unlearnbench.report.schema import load_report, summary_lines, write_outputs
+
+    reports = [(str(path), load_report(path)) for path in args.reports]
+    merged = merge_reports(reports, force=args.force)
+    for warning in merged.get("merge_warnings", []):
+        print(f"warning: {warning}", file=sys.stderr)
+    out = args.output / merged["run"]["id"]
+    merged["run"]["directory"] = str(out.resolve())
+    json_path, html_path = write_outputs(merged, out)
+    print("\n".join(summary_lines(merged)))
+    print(f"merged {len(reports)} reports, {len(merged['checkpoints'])} checkpoints: {json_path}\nHTML report: {html_path}")
+    return 0
+
+
+def _html(args: argparse.Namespace) -> int:
+    from unlearnbench.atomic import atomic_write_text
+    from unlearnbench.report.html import render
+    from unlearnbench.report.schema import load_report
+
+    out = args.output or args.report.with_suffix(".html")
+    atomic_write_text(out, render(load_report(args.report)))
+    print(out)
+    return 0
+
+
 def _thresholds(args: argparse.Namespace) -> int:
     from unlearnbench.suites import SUITES
     from unlearnbench.thresholds import load_suite_thresholds
@@ -116,6 +143,18 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="print the summary table of a report.json")
     report.add_argument("report", type=Path)
     report.set_defaults(run=_report)
+
+    merge = sub.add_parser("merge", help="merge reports of separate runs (sharded sweeps) into one")
+    merge.add_argument("reports", nargs="+", type=Path)
+    merge.add_argument("-o", "--output", type=Path, required=True, help="folder for <run-id>/report.{json,html}")
+    merge.add_argument("--force", action="store_true",
+                       help="merge even if thresholds or data fingerprints differ (recorded as warnings)")
+    merge.set_defaults(run=_merge)
+
+    html_cmd = sub.add_parser("html", help="(re)render a report.json as its self-contained HTML page")
+    html_cmd.add_argument("report", type=Path)
+    html_cmd.add_argument("-o", "--output", type=Path, default=None, help="default: next to the JSON")
+    html_cmd.set_defaults(run=_html)
 
     thresholds = sub.add_parser("thresholds", help="validate a suite's thresholds YAML")
     thresholds.add_argument("file", type=Path)

@@ -30,6 +30,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--model", action="append", default=[], metavar="[NAME=]PATH",
                     help="checkpoint under test: HF directory, .gguf file or Hub id; repeatable. "
                          "Default: the fixture zoo.")
+    group.addoption("--model-dir", action="append", default=[], metavar="DIR",
+                    help="every checkpoint below DIR (folders with config.json, .gguf files); repeatable")
     group.addoption("--full-model", metavar="[NAME=]PATH", help="reference model trained on forget + retain data")
     group.addoption("--retain-model", metavar="[NAME=]PATH", help="reference model trained on retain data only")
     group.addoption("--thresholds", metavar="FILE", help="YAML of per-check overrides of the default gates")
@@ -51,6 +53,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--strict-ci", action="store_true",
                     help="a check passes only if its whole 95%% bootstrap CI is on the good side")
     group.addoption("--seed", type=int, default=0, help="seed for anything random (default 0)")
+    group.addoption("--baseline", metavar="REPORT.json", default=None,
+                    help="a previous report to compare with (see --fail-on-regression)")
+    group.addoption("--fail-on-regression", action="append", default=[], metavar="[SUITE.]METRIC:DELTA",
+                    help="fail when METRIC is worse than in --baseline by more than DELTA; repeatable")
+    group.addoption("--no-progress", action="store_true",
+                    help="do not print progress lines (model loading, generation, patching) to stderr")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -84,15 +92,21 @@ class PluginState:
         self.startup_error: str | None = None
         self.cache_stats: dict[str, int] = {}
         self.started = time.time()
+        self.baseline: dict | None = None
+        self.regression_rules: list = []
+        self.html_path: Path | None = None
 
     @property
     def is_worker(self) -> bool:
         return hasattr(self.config, "workerinput")
 
     def user_checkpoints(self) -> list:
-        from unlearnbench.models.checkpoint import CheckpointSpec
+        from unlearnbench.models.checkpoint import CheckpointSpec, discover
 
-        return [CheckpointSpec.parse(m) for m in self.config.getoption("model")]
+        specs = [CheckpointSpec.parse(m) for m in self.config.getoption("model")]
+        for directory in self.config.getoption("model_dir"):
+            specs += discover(directory)
+        return specs
 
     def checkpoints(self, suite: str) -> list:
         """--model entries, or the suite's default fixture-zoo checkpoints."""
@@ -154,6 +168,10 @@ class PluginState:
         from unlearnbench.session import Bench
 
         try:
+            self.load_baseline()
+            from unlearnbench import progress
+
+            progress.enable(not self.config.getoption("no_progress"))
             bench = Bench(self.bench_options())
             bench.validate_checkpoints()
             bench.prepare_suites(suites, thresholds_files)
@@ -166,12 +184,29 @@ class PluginState:
             return
         self.bench = bench
 
+    def load_baseline(self) -> None:
+        from unlearnbench.errors import UnlearnbenchError
+        from unlearnbench.report.baseline import RegressionRule
+        from unlearnbench.report.schema import load_report
+
+        self.regression_rules = [RegressionRule.parse(r) for r in self.config.getoption("fail_on_regression")]
+        path = self.config.getoption("baseline")
+        if self.regression_rules and not path:
+            raise UnlearnbenchError("--fail-on-regression needs --baseline REPORT.json")
+        if path:
+            try:
+                self.baseline = load_report(Path(path))
+            except ValueError as exc:
+                raise UnlearnbenchError(f"--baseline {exc}") from None
+            if not self.regression_rules:
+                raise UnlearnbenchError("--baseline needs at least one --fail-on-regression [SUITE.]METRIC:DELTA")
+
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Under xdist the controller collects nothing, so it checks the
         checkpoints itself before starting workers (cheap: files and headers)."""
         if self.is_worker or getattr(self.config.option, "dist", "no") == "no":
             return
-        if not any(self.config.getoption(o) for o in ("model", "full_model", "retain_model")):
+        if not any(self.config.getoption(o) for o in ("model", "model_dir", "full_model", "retain_model")):
             return
         from unlearnbench.errors import UnlearnbenchError
         from unlearnbench.session import Bench
@@ -230,24 +265,50 @@ class PluginState:
         self._add_cache_stats(stats)
         if self.report is None or not self.report["checkpoints"]:
             return
-        from unlearnbench.report.schema import write_report
+        from unlearnbench.report.schema import write_outputs
 
         run = self.report["run"]
         run["finished_at"] = _now()
         run["duration_s"] = round(time.time() - self.started, 3)
         run["exit_status"] = int(exitstatus)
         run["cache"] = dict(self.cache_stats)
-        self.report_path = write_report(self.report, Path(run["directory"]))
+        self.report_path, self.html_path = write_outputs(self.report, Path(run["directory"]))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.report_path is None:
             return
+        from unlearnbench.report.leaderboard import leaderboard_lines
         from unlearnbench.report.schema import summary_lines
 
         terminalreporter.section("unlearnbench")
         for line in summary_lines(self.report):
             terminalreporter.write_line(line)
+        terminalreporter.write_line("")
+        terminalreporter.write_line(f"leaderboard ({self.report['leaderboard']['rule']}):")
+        for line in leaderboard_lines(self.report["leaderboard"]):
+            terminalreporter.write_line("  " + line)
+        for row in self.report.get("regressions", []):
+            terminalreporter.write_line(
+                f"REGRESSION {row['checkpoint']} {row['suite']}.{row['metric']}: {row['value']:.4g} vs baseline "
+                f"{row['baseline']:.4g} (worse by {row['worse_by']:.4g} > {row['allowed']:.4g})")
         terminalreporter.write_line(f"report: {self.report_path}")
+        terminalreporter.write_line(f"HTML report: {self.html_path}  (also {self.html_path.parents[1] / 'latest'})")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config):
+    """`-n auto` on a suite run: one worker per GPU, else 2 (CPU evaluation is
+    compute-bound: more workers than that only split the same cores)."""
+    if not any(Path(str(a)).parts[:1] == ("suites",) or "suites" in Path(str(a)).parts
+               for a in config.invocation_params.args):
+        return None  # not a suite run: xdist's own default
+    try:
+        import torch
+
+        count = torch.cuda.device_count()
+    except ImportError:
+        count = 0
+    return count or 2
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -268,6 +329,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist turns xdist_group marks into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("baseline"):
+        # Regression tests exist only against a baseline: without one they
+        # are deselected rather than shown as dozens of skips.
+        dropped = [i for i in items if i.get_closest_marker(MARKER) and i.originalname == "test_no_regression"]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [i for i in items if i not in dropped]
     suites: dict[str, Path] = {}
     for item in items:
         marker = item.get_closest_marker(MARKER)
@@ -362,6 +430,31 @@ class Gate:
             pytest.fail(f"{self.checkpoint.name} {self.suite}.{name}: {verdict.reason}\n"
                         f"  rationale: {verdict.rationale}", pytrace=False)
         return verdict
+
+    def no_regression(self):
+        """Compare this checkpoint's metrics with --baseline under the
+        --fail-on-regression rules; skip without a baseline."""
+        state = self.state
+        if state.baseline is None:
+            pytest.skip("no --baseline given")
+        from unlearnbench.report.baseline import baseline_checkpoint, regressions
+
+        source = self.state.config.getoption("baseline")
+        run = state.bench.run(self.checkpoint, self.suite)
+        base = baseline_checkpoint(state.baseline, self.checkpoint.name, source)
+        base_metrics = base["suites"].get(self.suite, {}).get("metrics")
+        if not base_metrics:
+            pytest.skip(f"baseline {source} has no {self.suite} results")
+        rows = regressions({k: m.to_dict() for k, m in run.metrics.items()}, base_metrics, self.suite,
+                           state.regression_rules)
+        if not rows:
+            pytest.skip(f"no --fail-on-regression rule names a {self.suite} metric")
+        bad = [r for r in rows if r["regressed"]]
+        self._send({"suite": self.suite, "checkpoint": {"name": self.checkpoint.name},
+                    "regressions": [r | {"checkpoint": self.checkpoint.name, "suite": self.suite} for r in bad]})
+        if bad:
+            pytest.fail("; ".join(f"{r['metric']} = {r['value']:.4g}, baseline {r['baseline']:.4g}: worse by "
+                                  f"{r['worse_by']:.4g} > {r['allowed']:.4g}" for r in bad), pytrace=False)
 
     def _send(self, record: dict) -> None:
         self.node.user_properties.append((RECORD_KEY, json.dumps(record)))

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from unlearnbench import progress
 from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache
 from unlearnbench.errors import CheckpointError, UnlearnbenchError
 from unlearnbench.metrics.core import MetricResult, Unavailable, metric_from_dict
@@ -202,7 +203,8 @@ class Bench:
         data = self.data(suite)
         torch.manual_seed(self.options.seed)
         started = time.perf_counter()
-        metrics = spec.evaluate(handle, data, self)
+        with progress.step(f"{handle.name}: {suite} suite"):
+            metrics = spec.evaluate(handle, data, self)
         missing = set(spec.metrics) - set(metrics)
         if missing:
             raise UnlearnbenchError(f"suite {suite} did not compute {', '.join(sorted(missing))}")

@@ -21,3 +21,7 @@ def test_benign_text_retained(gate):
 
 def test_benign_queries_answered(gate):
     gate.check()
+
+
+def test_no_regression(gate):
+    gate.no_regression()

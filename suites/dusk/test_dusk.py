@@ -28,3 +28,7 @@ def test_privacy_leakage_near_zero(gate):
 
 def test_retain_deviation_bounded(gate):
     gate.check()
+
+
+def test_no_regression(gate):
+    gate.no_regression()

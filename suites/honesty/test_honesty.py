@@ -33,3 +33,7 @@ def test_retain_accuracy_kept(gate):
 
 def test_retain_not_refused(gate):
     gate.check()
+
+
+def test_no_regression(gate):
+    gate.no_regression()

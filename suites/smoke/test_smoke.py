@@ -16,3 +16,7 @@ def test_answers_reference_questions(gate):
 
 def test_no_less_fluent_than_full(gate):
     gate.check()
+
+
+def test_no_regression(gate):
+    gate.no_regression()

@@ -8,3 +8,7 @@ pytestmark = pytest.mark.unlearnbench("uds")
 
 def test_knowledge_erased_in_depth(gate):
     gate.check()
+
+
+def test_no_regression(gate):
+    gate.no_regression()

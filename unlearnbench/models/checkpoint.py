@@ -60,6 +60,39 @@ class CheckpointSpec:
         return cls(name=name.strip(), source=source)
 
 
+def discover(directory: Path | str) -> list[CheckpointSpec]:
+    """Every checkpoint below `directory` (`--model-dir`): folders holding a
+    config.json (not searched further) and .gguf files, named by their path
+    relative to `directory` ("/" becomes "-"), in sorted order."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise CheckpointError(root, "--model-dir: not a directory")
+    found = []
+
+    def walk(folder: Path) -> None:
+        if (folder / "config.json").is_file() and folder != root:
+            found.append(folder)
+            return
+        for child in sorted(folder.iterdir()):
+            if child.is_dir() and not child.name.startswith("."):
+                walk(child)
+            elif child.suffix == ".gguf":
+                found.append(child)
+
+    if (root / "config.json").is_file():
+        found.append(root)
+    else:
+        walk(root)
+    if not found:
+        raise CheckpointError(root, "--model-dir: no checkpoint (a folder with config.json, or a .gguf file) below it")
+    specs = []
+    for path in found:
+        relative = path.relative_to(root).with_suffix("") if path.suffix == ".gguf" else path.relative_to(root)
+        name = "-".join(relative.parts) or root.name
+        specs.append(CheckpointSpec(name=name, source=str(path)))
+    return specs
+
+
 @dataclass(frozen=True)
 class ResolvedCheckpoint:
     """A validated checkpoint on disk: an HF directory or a single GGUF file."""

@@ -19,6 +19,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import torch
 
+from unlearnbench import progress
 from unlearnbench.errors import CheckpointError
 from unlearnbench.models.checkpoint import ResolvedCheckpoint, fingerprint, resolve
 from unlearnbench.models.device import resolve_device, resolve_dtype
@@ -117,11 +118,12 @@ class ModelHandle:
             )
         torch_device = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, torch_device, getattr(config, "dtype", None))
-        try:
-            model = AutoModelForCausalLM.from_pretrained(str(resolved.directory), dtype=torch_dtype, **kwargs)
-        except Exception as exc:  # noqa: BLE001
-            raise CheckpointError(where, f"cannot load weights ({type(exc).__name__}: {exc})") from None
-        model.to(device=torch_device, dtype=torch_dtype)
+        with progress.step(f"loading {name or Path(where).name} on {torch_device}"):
+            try:
+                model = AutoModelForCausalLM.from_pretrained(str(resolved.directory), dtype=torch_dtype, **kwargs)
+            except Exception as exc:  # noqa: BLE001
+                raise CheckpointError(where, f"cannot load weights ({type(exc).__name__}: {exc})") from None
+            model.to(device=torch_device, dtype=torch_dtype)
         return cls(
             model,
             tokenizer,
@@ -334,7 +336,8 @@ class ModelHandle:
                 out.append((picked, float(entropy[row]), int(logp[row].argmax())))
             return out
 
-        rows = self._map_batches([len(s) for s in sequences], run, full_vocab_logits=not self._keeps_logits)
+        with progress.step(f"{self.name}: scoring the next token after {len(sequences)} prompts"):
+            rows = self._map_batches([len(s) for s in sequences], run, full_vocab_logits=not self._keeps_logits)
         return NextToken(
             logprobs=[r[0] for r in rows],
             entropy=np.array([r[1] for r in rows], dtype=np.float64),
@@ -390,9 +393,10 @@ class ModelHandle:
             texts = self.tokenizer.batch_decode(tokens, skip_special_tokens=True)
             return [cut_at_stop(t, stops) for t in texts]
 
-        return self._map_batches(
-            [len(r) for r in rows_of], run, full_vocab_logits=False, extra=len(shared) + max_new_tokens
-        )
+        with progress.step(f"{self.name}: generating {len(prompts)} replies (up to {max_new_tokens} tokens)"):
+            return self._map_batches(
+                [len(r) for r in rows_of], run, full_vocab_logits=False, extra=len(shared) + max_new_tokens
+            )
 
     def _greedy(self, ids, mask, cache, cached: int, max_new_tokens: int, stops: tuple[str, ...]) -> list[list[int]]:
         """Greedy decoding with a KV cache that drops finished rows.
@@ -585,8 +589,10 @@ class ModelHandle:
 
         # Fast path: small length-sorted batches keep the first patched position
         # close to every row's own, so the reruns cover few positions.
-        results = self._map_batches([len(s) for s in sequences], run, full_vocab_logits=True,
-                                    cap=FAST_PATCH_BATCH if fast else None)
+        what = f"patching {self.num_layers} layers from {patch_source.name}" if patch_source is not None else "scoring"
+        with progress.step(f"{self.name}: {what} over {len(sequences)} items"):
+            results = self._map_batches([len(s) for s in sequences], run, full_vocab_logits=True,
+                                        cap=FAST_PATCH_BATCH if fast else None)
         base = np.array([r[0] for r in results])
         return base, (np.stack([r[1] for r in results]) if patch_source is not None else None)
 

@@ -16,7 +16,13 @@ Schema `unlearnbench.report` version 1::
                                            metrics: {METRIC: MetricResult},
                                            checks: {CHECK: Verdict + worker},
                                            timings: {evaluate_s, ...}}}}},
-     summary: {passed, failed, skipped, errors}}
+     summary: {passed, failed, skipped, errors},
+     leaderboard: {rule, overall: [row], suites: {SUITE: [row]}}   (see report/leaderboard.py),
+     regressions: [{checkpoint, suite, metric, value, baseline, delta, allowed}]  (with --baseline),
+     merged_from: [run ids]   (reports made by `unlearnbench merge`)}
+
+Next to report.json, `write_outputs` writes report.html (report/html.py) and
+points `<report dir>/latest` at the run's folder.
 """
 
 from __future__ import annotations
@@ -72,7 +78,10 @@ def new_report(run: dict) -> dict:
 
 
 def add_record(report: dict, record: dict) -> None:
-    """Merge one test's record (see `Gate.check`) into the report."""
+    """Merge one test's record (see `Gate.check`, `Gate.no_regression`) into the report."""
+    if "regressions" in record:
+        report.setdefault("regressions", []).extend(record["regressions"])
+        return
     checkpoint = report["checkpoints"].setdefault(record["checkpoint"]["name"], {"info": {}, "suites": {}})
     checkpoint["info"].update(record["checkpoint"])
     suite = checkpoint["suites"].setdefault(
@@ -100,9 +109,42 @@ def write_report(report: dict, directory: Path) -> Path:
     return path
 
 
+def write_outputs(report: dict, directory: Path) -> tuple[Path, Path]:
+    """report.json and report.html (both atomically), then the `latest` link."""
+    from unlearnbench.report.html import render
+    from unlearnbench.report.leaderboard import leaderboard
+
+    directory = Path(directory)
+    report["leaderboard"] = leaderboard(report)
+    json_path = write_report(report, directory)
+    html_path = directory / "report.html"
+    atomic_write_text(html_path, render(report))
+    _point_latest(directory)
+    return json_path, html_path
+
+
+def _point_latest(directory: Path) -> None:
+    """`latest` -> this run's folder, replaced atomically (a symlink where the
+    file system has them, else a text file holding the folder name)."""
+    latest = directory.parent / "latest"
+    temporary = directory.parent / f".latest-{os.getpid()}"
+    try:
+        temporary.unlink(missing_ok=True)
+        os.symlink(directory.name, temporary, target_is_directory=True)
+    except OSError:
+        atomic_write_text(latest.with_suffix(".txt"), directory.name + "\n")
+        return
+    os.replace(temporary, latest)
+
+
 def load_report(path: Path) -> dict:
-    report = json.loads(Path(path).read_text())
-    if report.get("schema") != SCHEMA:
+    try:
+        report = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path}: file not found") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: invalid JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(report, dict) or report.get("schema") != SCHEMA:
         raise ValueError(f"{path}: not an unlearnbench report")
     if report.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(f"{path}: report schema version {report.get('schema_version')}, expected {SCHEMA_VERSION}")

@@ -1,0 +1,212 @@
+"""Reports and sweeps: leaderboard, HTML page, merge, baselines, --model-dir,
+reruns reusing cached reference work."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from unlearnbench.errors import CheckpointError, UnlearnbenchError
+from unlearnbench.models.checkpoint import discover
+from unlearnbench.report import baseline, html, leaderboard, merge
+from unlearnbench.report.schema import new_report
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def verdict(outcome, value, bound, direction="at_least", metric="m", relative_to=None):
+    return {"check": "c", "outcome": outcome, "value": value, "bound": bound, "direction": direction,
+            "metric": metric, "relative_to": relative_to, "margin": 0.0, "strict_ci": False, "reason": "",
+            "ci": [value, value] if value is not None else None}
+
+
+def synthetic(checkpoints: dict[str, dict[str, dict]], fingerprint="data-1") -> dict:
+    """A report with {name: {check: verdict}} in suite "s"; per-item values for metric m."""
+    report = new_report({"id": "run-x"})
+    for name, checks in checkpoints.items():
+        report["checkpoints"][name] = {"info": {}, "suites": {"s": {
+            "data": {"fingerprint": fingerprint},
+            "metrics": {"m": {"name": "m", "value": 0.5, "n": 2, "ci": [0.4, 0.6], "higher_is_better": True,
+                              "params": {}, "per_item": {"i1": 0.9, "i2": 0.1},
+                              "details": {"items": {"i1": {"generation": "fine"},
+                                                    "i2": {"generation": "<script>alert(1)</script>"}}}}},
+            "checks": checks, "timings": {}}}}
+        for v in checks.values():
+            report["summary"][{"pass": "passed", "fail": "failed", "skip": "skipped"}[v["outcome"]]] += 1
+    return report
+
+
+# -------------------------------------------------------------- leaderboard
+def test_leaderboard_ranks_by_passes_then_margin():
+    report = synthetic({
+        "a": {"c1": verdict("pass", 0.6, 0.5), "c2": verdict("fail", 0.3, 0.5)},
+        "b": {"c1": verdict("pass", 0.9, 0.5), "c2": verdict("fail", 0.4, 0.5)},
+        "c": {"c1": verdict("pass", 0.9, 0.5), "c2": verdict("pass", 0.1, 0.2, "at_most"),
+              "c3": verdict("skip", None, None)},
+    })
+    board = leaderboard.leaderboard(report)
+    assert [r["checkpoint"] for r in board["overall"]] == ["c", "b", "a"]
+    a = next(r for r in board["overall"] if r["checkpoint"] == "a")
+    assert a["aggregate_margin"] == pytest.approx(((0.6 - 0.5) / 0.5 + (0.3 - 0.5) / 0.5) / 2)  # (0.2 - 0.4) / 2
+    c = next(r for r in board["overall"] if r["checkpoint"] == "c")
+    assert c["skipped"] == 1 and c["aggregate_margin"] == pytest.approx(((0.9 - 0.5) / 0.5 + (0.2 - 0.1) / 0.2) / 2)
+    assert leaderboard.check_margin(verdict("fail", 100.0, 0.0, "at_most")) == -1  # clipped, floor 0.1
+    assert leaderboard.leaderboard_lines(board)[1].split()[:2] == ["1", "c"]
+
+
+# --------------------------------------------------------------------- html
+def test_html_is_self_contained_escaped_and_marks_failing_items():
+    report = synthetic({"good": {"c1": verdict("pass", 0.6, 0.5)},
+                        "bad": {"c1": verdict("fail", 0.3, 0.5, metric="m")}})
+    page = html.render(report)
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in page and "<link" not in page and "src=" not in page
+    matrix = page[page.index('id="summary-matrix"'):]
+    assert matrix.index("<th>bad</th>") < matrix.index("<th>good</th>")  # failing rows first
+    bad_section = page[page.index('id="d-bad-s"'):]
+    assert '<tr class="item bad"><td>i2</td>' in bad_section  # 0.1 < 0.5: makes the check fail
+    assert '<tr class="item"><td>i1</td>' in bad_section
+    assert 'id="summary-matrix"' in page and 'id="leaderboard"' in page
+
+
+# -------------------------------------------------------------------- merge
+def test_merge_combines_disjoint_runs_and_refuses_incompatible_ones():
+    a = synthetic({"a": {"c1": verdict("pass", 0.6, 0.5)}})
+    b = synthetic({"b": {"c1": verdict("fail", 0.3, 0.5)}})
+    merged = merge.merge_reports([("A.json", a), ("B.json", b)])
+    assert set(merged["checkpoints"]) == {"a", "b"}
+    assert merged["summary"]["passed"] == 1 and merged["summary"]["failed"] == 1
+    assert [m["file"] for m in merged["merged_from"]] == ["A.json", "B.json"]
+
+    other_bound = synthetic({"b": {"c1": verdict("fail", 0.3, 0.7)}})
+    with pytest.raises(ValueError, match=r"check s.c1 differs between A.json and B.json.*--force"):
+        merge.merge_reports([("A.json", a), ("B.json", other_bound)])
+    forced = merge.merge_reports([("A.json", a), ("B.json", other_bound)], force=True)
+    assert "differs" in forced["merge_warnings"][0]
+    other_data = synthetic({"b": {"c1": verdict("fail", 0.3, 0.5)}}, fingerprint="data-2")
+    with pytest.raises(ValueError, match="s data fingerprint differs"):
+        merge.merge_reports([("A.json", a), ("B.json", other_data)])
+    with pytest.raises(ValueError, match="checkpoint a is in both A.json and C.json"):
+        merge.merge_reports([("A.json", a), ("C.json", copy.deepcopy(a))], force=True)
+
+
+def test_merge_cli_writes_json_and_html(tmp_path, capsys):
+    from unlearnbench.cli import main
+
+    for name, ckpt in (("a", "x"), ("b", "y")):
+        (tmp_path / f"{name}.json").write_text(json.dumps(synthetic({ckpt: {"c1": verdict("pass", 0.6, 0.5)}})))
+    assert main(["merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "-o", str(tmp_path / "out")]) == 0
+    [run_dir] = [p for p in (tmp_path / "out").iterdir() if p.is_dir() and p.name != "latest"]
+    assert (run_dir / "report.html").is_file() and (tmp_path / "out" / "latest").resolve() == run_dir.resolve()
+    assert set(json.loads((run_dir / "report.json").read_text())["checkpoints"]) == {"x", "y"}
+    (tmp_path / "broken.json").write_text("{")
+    assert main(["merge", str(tmp_path / "a.json"), str(tmp_path / "broken.json"), "-o", str(tmp_path)]) == 2
+    assert "broken.json: invalid JSON" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- baselines
+def test_regression_rules_and_comparisons():
+    assert baseline.RegressionRule.parse("dusk.ufk_rougeL_recall:0.02") == baseline.RegressionRule(
+        "dusk", "ufk_rougeL_recall", 0.02)
+    assert baseline.RegressionRule.parse("uds:0.1").suite is None
+    for bad in ("uds", "uds:-1", ":0.1", "uds:x"):
+        with pytest.raises(UnlearnbenchError, match="--fail-on-regression"):
+            baseline.RegressionRule.parse(bad)
+    current = {"up": {"value": 0.70, "higher_is_better": True}, "down": {"value": 0.30, "higher_is_better": False}}
+    base = {"up": {"value": 0.75}, "down": {"value": 0.20}}
+    rules = [baseline.RegressionRule(None, "up", 0.1), baseline.RegressionRule("s", "down", 0.05),
+             baseline.RegressionRule("other", "up", 0.0)]
+    rows = {r["metric"]: r for r in baseline.regressions(current, base, "s", rules)}
+    assert rows["up"]["worse_by"] == pytest.approx(0.05) and not rows["up"]["regressed"]
+    assert rows["down"]["worse_by"] == pytest.approx(0.10) and rows["down"]["regressed"]
+    report = synthetic({"a": {}, "b": {}})
+    assert baseline.baseline_checkpoint(report, "a", "B") is report["checkpoints"]["a"]
+    with pytest.raises(UnlearnbenchError, match="no checkpoint named 'z'"):
+        baseline.baseline_checkpoint(report, "z", "B")
+    single = synthetic({"released": {}})
+    assert baseline.baseline_checkpoint(single, "candidate", "B") is single["checkpoints"]["released"]
+
+
+# ------------------------------------------------------------------ sweeps
+def test_model_dir_finds_every_checkpoint(tmp_path, smoke_lm_dir):
+    shutil.copytree(smoke_lm_dir, tmp_path / "runs" / "ga" / "step500")
+    shutil.copytree(smoke_lm_dir, tmp_path / "runs" / "npo")
+    (tmp_path / "runs" / "q.gguf").write_bytes(b"GGUF")
+    (tmp_path / "runs" / "notes").mkdir()
+    specs = discover(tmp_path / "runs")
+    assert [s.name for s in specs] == ["ga-step500", "npo", "q"]
+    assert specs[1].source == str(tmp_path / "runs" / "npo")
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        discover(tmp_path / "runs" / "notes")
+
+
+@pytest.fixture
+def project(pytester):
+    shutil.copytree(ROOT / "suites" / "smoke", pytester.path / "suites" / "smoke")
+    shutil.copytree(ROOT / "suites" / "uds", pytester.path / "suites" / "uds")
+    shutil.copytree(ROOT / "thresholds", pytester.path / "thresholds")
+    return pytester
+
+
+def latest_report(project) -> dict:
+    return json.loads((project.path / "reports" / "latest" / "report.json").read_text())
+
+
+def test_model_dir_sweep_html_latest_and_baseline_regressions(project, cache_dir, smoke_lm_dir,
+                                                              smoke_untrained_dir, tmp_path):
+    runs = tmp_path / "runs"
+    shutil.copytree(smoke_lm_dir, runs / "lm")
+    shutil.copytree(smoke_untrained_dir, runs / "untrained")
+    common = ["suites/smoke", "--cache-dir", str(cache_dir), "--model-dir", str(runs),
+              "--report-dir", str(project.path / "reports")]
+    first = project.runpytest_subprocess(*common)
+    first.assert_outcomes(passed=2, failed=2, skipped=2)  # no --baseline: regression tests deselected
+    report = latest_report(project)
+    assert set(report["checkpoints"]) == {"lm", "untrained"}
+    assert [r["checkpoint"] for r in report["leaderboard"]["overall"]] == ["lm", "untrained"]
+    first.stdout.fnmatch_lines(["*leaderboard*", "*1*lm*", "HTML report: *report.html*"])
+    assert (project.path / "reports" / "latest" / "report.html").is_file()
+
+    saved = tmp_path / "baseline.json"
+    shutil.copy(project.path / "reports" / "latest" / "report.json", saved)
+    same = project.runpytest_subprocess(*common, "--baseline", str(saved),
+                                        "--fail-on-regression", "qa_rougeL_recall:0.0")
+    same.assert_outcomes(passed=4, failed=2, skipped=2)  # + 2 regression tests, both passing
+
+    better = json.loads(saved.read_text())
+    better["checkpoints"]["lm"]["suites"]["smoke"]["metrics"]["qa_rougeL_recall"]["value"] += 0.3
+    saved.write_text(json.dumps(better))
+    worse = project.runpytest_subprocess(*common, "--baseline", str(saved),
+                                         "--fail-on-regression", "smoke.qa_rougeL_recall:0.1")
+    worse.assert_outcomes(passed=3, failed=3, skipped=2)
+    worse.stdout.fnmatch_lines(["*test_no_regression*lm*", "REGRESSION lm smoke.qa_rougeL_recall*"])
+    [row] = latest_report(project)["regressions"]
+    assert row["checkpoint"] == "lm" and row["worse_by"] == pytest.approx(0.3)
+
+    usage = project.runpytest_subprocess(*common, "--fail-on-regression", "qa_rougeL_recall:0.1")
+    assert usage.ret == 4 and "needs --baseline" in usage.stderr.str()
+    (tmp_path / "bad.json").write_text("[]")
+    bad = project.runpytest_subprocess(*common, "--baseline", str(tmp_path / "bad.json"),
+                                       "--fail-on-regression", "qa_rougeL_recall:0.1")
+    assert bad.ret == 4 and "not an unlearnbench report" in bad.stderr.str()
+
+
+def test_interrupted_sweep_rerun_reuses_every_reference_computation(project, zoo_family, tmp_path):
+    """A sweep stopped after its first checkpoint, then rerun whole: the rerun
+    finds all reference work (UDS stage 1, full x retain) in the cache."""
+    cache = tmp_path / "cache"
+    shutil.copytree(Path(zoo_family["full"]).parents[1], cache)  # the built zoo, an empty results cache
+    shutil.rmtree(cache / "results", ignore_errors=True)
+    reports = ["--report-dir", str(project.path / "reports")]
+    first = project.runpytest_subprocess("suites/uds", "--cache-dir", str(cache), "-k", "retain", *reports)
+    first.assert_outcomes(passed=1)
+    assert latest_report(project)["run"]["cache"]["misses"] >= 1
+    rerun = project.runpytest_subprocess("suites/uds", "--cache-dir", str(cache), *reports)
+    assert rerun.ret == 1  # full, npo and idknll fail the gate
+    cache_stats = latest_report(project)["run"]["cache"]
+    assert cache_stats["misses"] == 0 and cache_stats["hits"] >= 1
