@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ def zoo_report(tmp_path_factory, zoo_family, cache_dir):
     shutil.copytree(ROOT / "suites", project / "suites", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "thresholds", project / "thresholds")
     result = subprocess.run(
-        ["pytest", "suites", "-q", "-p", "no:cacheprovider", "--no-progress", "--cache-dir", str(cache_dir),
+        [sys.executable, "-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", "--no-progress", "--cache-dir", str(cache_dir),
          "--report-dir", str(project / "reports")], cwd=project, capture_output=True, text=True, timeout=900)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]  # bad zoo methods fail
     assert "HTML report:" in result.stdout
