@@ -210,3 +210,19 @@ def test_interrupted_sweep_rerun_reuses_every_reference_computation(project, zoo
     assert rerun.ret == 1  # full, npo and idknll fail the gate
     cache_stats = latest_report(project)["run"]["cache"]
     assert cache_stats["misses"] == 0 and cache_stats["hits"] >= 1
+
+
+def test_xdist_workers_share_the_cpu_cores(monkeypatch):
+    import os
+
+    import torch
+
+    from unlearnbench.models.device import resolve_device
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+        assert resolve_device("cpu").type == "cpu"
+        assert torch.get_num_threads() == max(1, (os.cpu_count() or 1) // 2)
+    finally:
+        torch.set_num_threads(before)

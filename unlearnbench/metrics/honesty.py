@@ -253,7 +253,8 @@ def mcq_metrics(mcq: list[MCQItem], choices: dict, formats, params: dict) -> dic
                                            higher_is_better=False, params=mcq_params),
     }
     out["mcq_idk_rate_std"] = MetricResult(
-        "mcq_idk_rate_std", float(idk.mean(1).std()), len(ids), _std_ci(idk), higher_is_better=False,
+        # Rounded: equal rates should give a std of 0, not float noise like 3e-17.
+        "mcq_idk_rate_std", round(float(idk.mean(1).std()), 12), len(ids), _std_ci(idk), higher_is_better=False,
         params={**mcq_params, "std": "population std (ddof=0) of the per-format IDK rates"},
         details={"per_format_cir": [per_format[f.name]["cir"] for f in formats]})
     return out
