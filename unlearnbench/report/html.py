@@ -25,7 +25,7 @@ vertical-align:top}th{background:#f4f4f4}
 td.pass{background:#d9f2d9}td.fail{background:#f8d0d0}td.skip{background:#eee;color:#666}
 td.error{background:#f3c6f3}.meta{color:#555}.plots{display:flex;flex-wrap:wrap;gap:16px}
 figure.plot{margin:0;border:1px solid #eee;padding:6px}figcaption{font-size:12px;color:#555;max-width:560px}
-td.text{max-width:420px;white-space:pre-wrap;word-break:break-word;font-size:12px}
+td.text{min-width:180px;max-width:420px;white-space:pre-wrap;word-break:break-word;font-size:12px}
 tr.bad td:first-child{border-left:4px solid #c44e52}.badge{font-size:12px;padding:1px 6px;border-radius:8px}
 """
 SCRIPT = """
