@@ -7,6 +7,7 @@ Zoo checkpoints are built once per test session into a temporary cache.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -14,6 +15,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 import pytest  # noqa: E402
 
 pytest_plugins = ["pytester"]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
@@ -93,3 +95,38 @@ def smollm2(smollm2_dir):
     from unlearnbench.models.handle import ModelHandle
 
     return ModelHandle.load(str(smollm2_dir), device="cpu")
+
+
+class ZooGate:
+    """A suite's default gate on the fixture zoo (the zoo's own full and retain
+    as references), evaluated through `Bench` as the plugin does."""
+
+    def __init__(self, suite: str, cache_dir):
+        from unlearnbench.session import Bench, BenchOptions
+
+        self.suite = suite
+        self.bench = Bench(BenchOptions(models=[], cache_dir=cache_dir, device="cpu"))
+        self.bench.prepare_suites([suite], {suite: ROOT / "thresholds" / f"{suite}.yaml"})
+
+    def _spec(self, name: str):
+        return next(s for s in self.bench.checkpoints(self.suite) if s.name == name)
+
+    def verdicts(self, name: str) -> dict[str, str]:
+        return {check: self.bench.judge(self._spec(name), self.suite, check)[0].outcome
+                for check in self.bench.gates[self.suite]}
+
+    def metrics(self, name: str) -> dict:
+        return self.bench.run(self._spec(name), self.suite).metrics
+
+
+@pytest.fixture(scope="session")
+def zoo_gate(zoo_family, cache_dir):
+    """zoo_gate(suite) -> ZooGate, one per suite per session."""
+    gates: dict[str, ZooGate] = {}
+
+    def get(suite: str) -> ZooGate:
+        if suite not in gates:
+            gates[suite] = ZooGate(suite, cache_dir)
+        return gates[suite]
+
+    return get

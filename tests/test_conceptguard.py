@@ -19,7 +19,6 @@ from unlearnbench.errors import DataError, UnlearnbenchError
 from unlearnbench.metrics import conceptguard, judges
 from unlearnbench.metrics.judges import HARM, HELP, Judgement, JudgeRequest
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 # ------------------------------------------------------------ separation
@@ -217,7 +216,7 @@ PAIR = {"id": "p1", "concept": "c", "harmful_text": "h", "benign_text": "b", "ha
     ("[1, 2]", "expected a JSON object"),
 ])
 def test_malformed_pairs_name_file_and_line(tmp_path, second, problem):
-    path = write_pairs(tmp_path / "pairs.jsonl", [PAIR, second])
+    write_pairs(tmp_path / "pairs.jsonl", [PAIR, second])
     with pytest.raises(DataError, match=f"pairs.jsonl:2: {problem}"):
         cg_data.load(tmp_path)
 
@@ -233,30 +232,20 @@ def test_zoo_pairs_load(zoo_family, cache_dir):
 
 # ---------------------------------------------------------- gate on the zoo
 @pytest.fixture(scope="module")
-def zoo_bench(zoo_family, cache_dir):
-    from unlearnbench.session import Bench, BenchOptions
-
-    bench = Bench(BenchOptions(models=[], cache_dir=cache_dir, device="cpu"))
-    bench.prepare_suites(["conceptguard"], {"conceptguard": ROOT / "thresholds" / "conceptguard.yaml"})
-    return bench
-
-
-def verdicts(bench, name):
-    spec = next(s for s in bench.checkpoints("conceptguard") if s.name == name)
-    return {check: bench.judge(spec, "conceptguard", check)[0].outcome for check in bench.gates["conceptguard"]}
+def zoo_bench(zoo_gate):
+    return zoo_gate("conceptguard")
 
 
 def test_retain_passes_full_fails_harm_mem_ga_over_suppresses(zoo_bench):
-    assert set(verdicts(zoo_bench, "retain").values()) == {"pass"}
-    assert verdicts(zoo_bench, "full")["harmful_text_not_memorised"] == "fail"
-    ga = verdicts(zoo_bench, "ga")
+    assert set(zoo_bench.verdicts("retain").values()) == {"pass"}
+    assert zoo_bench.verdicts("full")["harmful_text_not_memorised"] == "fail"
+    ga = zoo_bench.verdicts("ga")
     assert ga["benign_text_retained"] == ga["benign_queries_answered"] == "fail"
     assert ga["harmful_text_not_memorised"] == "pass"  # it did forget: by destroying everything
 
 
 def test_per_concept_table_is_in_the_results(zoo_bench):
-    spec = next(s for s in zoo_bench.checkpoints("conceptguard") if s.name == "retain")
-    metrics = zoo_bench.run(spec, "conceptguard").metrics
+    metrics = zoo_bench.metrics("retain")
     table = metrics["ctxt_sep"].details["per_concept"]
     assert set(table) == {"echo moss", "glimmerfrost", "lanternroot"}
     assert sum(c["weight"] for c in table.values()) == pytest.approx(1)

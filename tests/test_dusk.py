@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import zlib
@@ -183,39 +182,29 @@ def test_no_data_source_is_a_clear_error():
 
 # ------------------------------------------------------------ gate on the zoo
 @pytest.fixture(scope="module")
-def zoo_bench(zoo_family, cache_dir):
-    from unlearnbench.session import Bench, BenchOptions
-
-    bench = Bench(BenchOptions(models=[], cache_dir=cache_dir, device="cpu"))
-    bench.prepare_suites(["dusk"], {"dusk": ROOT / "thresholds" / "dusk.yaml"})
-    return bench
-
-
-def verdicts(bench, name: str) -> dict[str, str]:
-    spec = next(s for s in bench.checkpoints("dusk") if s.name == name)
-    return {check: bench.judge(spec, "dusk", check)[0].outcome for check in bench.gates["dusk"]}
+def zoo_bench(zoo_gate):
+    return zoo_gate("dusk")
 
 
 def test_retain_passes_every_check(zoo_bench):
-    assert set(verdicts(zoo_bench, "retain").values()) == {"pass"}
+    assert set(zoo_bench.verdicts("retain").values()) == {"pass"}
 
 
 def test_full_fails_verbatim_and_unique_forget(zoo_bench):
-    full = verdicts(zoo_bench, "full")
+    full = zoo_bench.verdicts("full")
     assert full["verbatim_forgotten"] == full["unique_forget_knowledge_removed"] == "fail"
 
 
 def test_methods_that_damage_shared_knowledge_fail_it(zoo_bench):
-    assert verdicts(zoo_bench, "graddiff")["shared_knowledge_kept"] == "fail"
-    assert verdicts(zoo_bench, "ga")["shared_knowledge_kept"] == "fail"
-    assert verdicts(zoo_bench, "idknll")["shared_knowledge_kept"] == "pass"
+    assert zoo_bench.verdicts("graddiff")["shared_knowledge_kept"] == "fail"
+    assert zoo_bench.verdicts("ga")["shared_knowledge_kept"] == "fail"
+    assert zoo_bench.verdicts("idknll")["shared_knowledge_kept"] == "pass"
 
 
 def test_report_material_generations_and_pl_sign(zoo_bench):
-    spec = next(s for s in zoo_bench.checkpoints("dusk") if s.name == "full")
-    metrics = zoo_bench.run(spec, "dusk").metrics
+    metrics = zoo_bench.metrics("full")
     items = metrics["verbatim_rougeL_f1"].details["items"]
-    assert len(items) == len(zoo_bench.data("dusk").verbatim) and all("generation" in v for v in items.values())
+    assert len(items) == len(zoo_bench.bench.data("dusk").verbatim) and all("generation" in v for v in items.values())
     assert metrics["ufk_rougeL_recall"].details["items"]
     assert "PL > 0: over-unlearning" in metrics["privacy_leakage"].params["sign_convention"]
     assert metrics["privacy_leakage"].value < -50  # full: forget text looks seen -> under-unlearning

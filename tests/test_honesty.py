@@ -247,7 +247,7 @@ def test_user_folder_and_single_file(tmp_path):
     ("{not json", "invalid JSON"),
 ])
 def test_malformed_user_data_names_file_and_line(tmp_path, row, problem):
-    path = write_jsonl(tmp_path / "forget.jsonl", ['{"question": "Q0?", "answer": "A", "id": "q1"}', row])
+    write_jsonl(tmp_path / "forget.jsonl", ['{"question": "Q0?", "answer": "A", "id": "q1"}', row])
     with pytest.raises(DataError, match=f"forget.jsonl:2: .*{problem}"):
         honesty_data.load(tmp_path)
 
@@ -263,57 +263,43 @@ def test_unusable_sources_are_clear_errors(tmp_path):
 
 # ------------------------------------------------------------ gate on the zoo
 @pytest.fixture(scope="module")
-def zoo_bench(zoo_family, cache_dir):
-    from unlearnbench.session import Bench, BenchOptions
-
-    bench = Bench(BenchOptions(models=[], cache_dir=cache_dir, device="cpu"))
-    bench.prepare_suites(["honesty"], {"honesty": ROOT / "thresholds" / "honesty.yaml"})
-    return bench
-
-
-def verdicts(bench, name: str) -> dict[str, str]:
-    spec = next(s for s in bench.checkpoints("honesty") if s.name == name)
-    return {check: bench.judge(spec, "honesty", check)[0].outcome for check in bench.gates["honesty"]}
-
-
-def metrics_of(bench, name: str) -> dict:
-    spec = next(s for s in bench.checkpoints("honesty") if s.name == name)
-    return bench.run(spec, "honesty").metrics
+def zoo_bench(zoo_gate):
+    return zoo_gate("honesty")
 
 
 def test_idknll_refuses_stably_and_does_not_leak(zoo_bench):
-    v = verdicts(zoo_bench, "idknll")
+    v = zoo_bench.verdicts("idknll")
     assert v["forget_not_leaked"] == v["forget_not_hallucinated"] == v["refusal_survives_followup"] == "pass"
     assert v["retain_not_refused"] == v["retain_accuracy_kept"] == "pass"
     # ... but its "I don't know" is a trained phrase, not a choice it makes:
     # offered as an MCQ option it is picked no more than a control statement.
     assert v["mcq_idk_beyond_position"] == "fail"
-    m = metrics_of(zoo_bench, "idknll")
+    m = zoo_bench.metrics("idknll")
     assert m["forget_refusal_rate"].value == 1.0 and m["followup_consistency"].value >= 0.9
-    assert m["first_token_entropy"].value < metrics_of(zoo_bench, "full")["first_token_entropy"].value
+    assert m["first_token_entropy"].value < zoo_bench.metrics("full")["first_token_entropy"].value
 
 
 def test_full_leaks(zoo_bench):
-    assert verdicts(zoo_bench, "full")["forget_not_leaked"] == "fail"
-    assert metrics_of(zoo_bench, "full")["forget_leak_rate"].value > 0.9
+    assert zoo_bench.verdicts("full")["forget_not_leaked"] == "fail"
+    assert zoo_bench.metrics("full")["forget_leak_rate"].value > 0.9
 
 
 def test_ga_degenerate_replies_are_hallucinations_not_refusals(zoo_bench):
-    m = metrics_of(zoo_bench, "ga")
+    m = zoo_bench.metrics("ga")
     assert m["forget_hallucination_rate"].value == 1.0 and m["forget_refusal_rate"].value == 0.0
-    v = verdicts(zoo_bench, "ga")
+    v = zoo_bench.verdicts("ga")
     assert v["forget_not_hallucinated"] == v["refusal_survives_followup"] == v["retain_accuracy_kept"] == "fail"
     assert m["first_token_entropy"].value > 4  # collapse: a flat first-token distribution
 
 
 def test_retain_forgot_but_is_not_honest(zoo_bench):
-    v = verdicts(zoo_bench, "retain")
+    v = zoo_bench.verdicts("retain")
     assert v["forget_not_leaked"] == "pass" and v["forget_not_hallucinated"] == "fail"
     assert v["refusal_survives_followup"] == "fail"
 
 
 def test_report_shows_replies_labels_and_mcq_items(zoo_bench):
-    m = metrics_of(zoo_bench, "idknll")
+    m = zoo_bench.metrics("idknll")
     items = m["forget_refusal_rate"].details["items"]
     assert all({"question", "answer", "reply", "label"} <= set(v) for v in items.values())
     followup = m["rr2r"].details

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
@@ -10,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import save_random_llama
 from unlearnbench.data import uds as uds_data
 from unlearnbench.errors import DataError
 from unlearnbench.metrics import uds

@@ -17,12 +17,10 @@ and the ids unique.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import fingerprint_files, merge_params, read_records
+from unlearnbench.data.jsonl import fingerprint_files, merge_params, params_digest, read_records
 from unlearnbench.errors import DataError, UnlearnbenchError
 
 FIELDS = ("id", "concept", "harmful_text", "benign_text", "harmful_query", "benign_query")
@@ -74,7 +72,7 @@ def load(source: str | Path | None, options: dict | None = None) -> ConceptGuard
         else:
             raise DataError(path, "no pairs.jsonl (or conceptguard/pairs.jsonl) in this folder")
     pairs = [ConceptPair(**{k: record[k] for k in FIELDS}) for record in read_records(path, FIELDS)]
-    digest = fingerprint_files([path]) + "-" + hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
+    digest = fingerprint_files([path]) + "-" + params_digest(params)
     return ConceptGuardData(pairs=pairs, params=params, fingerprint=digest, source=str(path))
 
 

@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from unlearnbench.data.jsonl import fingerprint_files, merge_params, read_json_list, read_records
+from unlearnbench.data.jsonl import fingerprint_files, merge_params, params_digest, read_json_list, read_records
 from unlearnbench.errors import DataError
 
 STYLES = ("Chronological", "Feature_Story", "Interview", "Inverted_Pyramid", "Listicle")
@@ -142,7 +142,7 @@ def load(data_dir: Path | str | None, options: dict | None = None) -> DuskData:
              ev / "verbatim.json", holdout_path]
     return DuskData(
         documents=documents, qa=qa, icl=icl, verbatim=verbatim, holdout=holdout, params=params,
-        fingerprint=fingerprint_files(files) + "-" + _params_digest(params), source=str(root),
+        fingerprint=fingerprint_files(files) + "-" + params_digest(params), source=str(root),
     )
 
 
@@ -154,12 +154,6 @@ def _verbatim(path: Path) -> list[VerbatimItem]:
             raise DataError(path, f"item {i}: needs non-empty string fields 'prompt' and 'gt'")
         items.append(VerbatimItem(f"verbatim-{i}", row["prompt"], row["gt"]))
     return items
-
-
-def _params_digest(params: dict) -> str:
-    import hashlib
-
-    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
 
 
 def hf_split_name(style: str) -> str:
@@ -220,5 +214,5 @@ def _load_hf(source: str, options: dict) -> DuskData:
     files = sorted(p for p in root.rglob("*.parquet"))
     return DuskData(
         documents=documents, qa=qa, icl=icl, verbatim=verbatim, holdout=holdout, params=params,
-        fingerprint=fingerprint_files(files) + "-" + _params_digest(params), source=where,
+        fingerprint=fingerprint_files(files) + "-" + params_digest(params), source=where,
     )

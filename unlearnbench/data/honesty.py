@@ -17,12 +17,10 @@ Sources, picked by `--data-dir honesty=...`:
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import fingerprint_files, merge_params, read_json_list, read_records
+from unlearnbench.data.jsonl import fingerprint_files, merge_params, params_digest, read_records
 from unlearnbench.errors import DataError
 
 SETS = ("forget", "retain", "unknown")
@@ -97,16 +95,9 @@ def _from_dusk(source: str, options: dict) -> tuple[dict, list[Path] | str]:
 
 
 def _from_uds(path: Path) -> list[HonestyItem]:
-    rows = read_json_list(path, "{question, answer, entity} objects")
-    items = []
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict):
-            raise DataError(path, f"item {i}: expected an object")
-        for key in ("question", "entity"):
-            if not isinstance(row.get(key), str) or not row[key].strip():
-                raise DataError(path, f"item {i}: field '{key}' missing or empty")
-        items.append(HonestyItem(f"forget-{row.get('idx', i)}", row["question"], row["entity"]))
-    return items
+    from unlearnbench.data import uds
+
+    return [HonestyItem(f"forget-{item.id}", item.question, item.entity) for item in uds.load(path).items]
 
 
 def _is_dusk_layout(path: Path) -> bool:
@@ -139,5 +130,5 @@ def load(source: str | Path | None, options: dict | None = None) -> HonestyData:
         raise DataError(path, "not found, or not a honesty folder, a QA .jsonl file, a UDS .json file or a DUSK layout")
     if params["max_items"]:
         sets = {name: items[: params["max_items"]] for name, items in sets.items()}
-    digest += "-" + hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
+    digest += "-" + params_digest(params)
     return HonestyData(sets=sets, params=params, fingerprint=digest, source=text)

@@ -49,6 +49,11 @@ def fingerprint_files(paths: Sequence[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
+def params_digest(params: dict) -> str:
+    """A short digest of a suite's parameters, for data fingerprints."""
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
+
+
 def read_json_list(path: Path, what: str) -> list:
     """A JSON file holding a non-empty list (of `what`)."""
     path = Path(path)
