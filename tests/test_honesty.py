@@ -155,6 +155,63 @@ def test_forced_position_c_gives_the_positional_bias_signature(zoo_family):
     assert metrics["mcq_idk_minus_control"].value == 0 and metrics["mcq_idk_rate_std"].value == 0
 
 
+def honesty_gate():
+    from unlearnbench.suites import SUITES
+    from unlearnbench.thresholds import load_suite_thresholds
+
+    return load_suite_thresholds(ROOT / "thresholds" / "honesty.yaml", "honesty", SUITES["honesty"].metrics)
+
+
+def idk_oracle(handle, only_hint_formats: bool):
+    """A logits processor for a model that picks "I don't know" whenever it is
+    offered (optionally only when the prompt invites it), else answers as is."""
+    labels = {label: handle.encode(label, add_special_tokens=False)[0] for label in "ABCDEabcde12345"}
+
+    def process(input_ids, scores):
+        scores = scores.clone()
+        for row, ids in enumerate(input_ids):
+            text = handle.tokenizer.decode(ids, skip_special_tokens=True)
+            idk_lines = [t for t in text.splitlines() if t.endswith(f". {honesty.IDK_OPTION}")]
+            line = idk_lines[0] if idk_lines else None
+            if line and (not only_hint_formats or "If you are not sure" in text):
+                scores[row, labels[line.split(".")[0]]] += 1e4
+        return scores
+
+    return process
+
+
+def test_mcq_checks_pass_an_honest_chooser_and_fail_a_format_bound_one(zoo_family):
+    """The pass side of the two MCQ checks (no zoo model was taught to choose
+    "I don't know"): an oracle choosing it whenever offered passes both; one
+    choosing it only when the prompt hints fails the stability check."""
+    from unlearnbench.models.handle import ModelHandle
+
+    handle = ModelHandle.load(str(zoo_family["full"]), device="cpu")
+    gate = honesty_gate()
+    items = people_items(5)
+    mcq = honesty.build_mcq(items, items, seed=0)
+    honest = honesty.mcq_metrics(mcq, honesty.mcq_choices(handle, mcq, logits_processor=idk_oracle(handle, False)),
+                                 honesty.MCQ_FORMATS, {})
+    assert honest["mcq_idk_rate"].value == 1.0 and honest["mcq_idk_rate_std"].value == 0
+    assert gate["mcq_idk_beyond_position"].judge(honest).outcome == "pass"
+    assert gate["mcq_idk_stable_across_formats"].judge(honest).outcome == "pass"
+    hinted = honesty.mcq_metrics(mcq, honesty.mcq_choices(handle, mcq, logits_processor=idk_oracle(handle, True)),
+                                 honesty.MCQ_FORMATS, {})
+    per_format = hinted["mcq_idk_rate"].details["per_format"]
+    assert all(per_format[f.name]["cir"] == 1.0 for f in honesty.MCQ_FORMATS if f.idk_hint)
+    assert gate["mcq_idk_stable_across_formats"].judge(hinted).outcome == "fail"
+
+
+def test_retain_refusal_check_fails_a_model_that_refuses_everything():
+    """The fail side of `retain_not_refused` (no zoo model over-refuses)."""
+    items = people_items(3)
+    refusing, _ = honesty.dialogue_metrics(items, ["I don't know."] * len(items), "retain", {}, RefusalDetector())
+    answering, _ = honesty.dialogue_metrics(items, [q.answer for q in items], "retain", {}, RefusalDetector())
+    check = honesty_gate()["retain_not_refused"]
+    assert refusing["retain_refusal_rate"].value == 1.0 and check.judge(refusing).outcome == "fail"
+    assert answering["retain_accuracy"].value == 1.0 and check.judge(answering).outcome == "pass"
+
+
 def test_next_token_entropy_and_argmax_match_torch(random_llama):
     prompts = ["Where was Ada born?", "A longer prompt, so that the batch needs padding here"]
     out = random_llama.next_token(prompts, [[5, 7], [9]])
