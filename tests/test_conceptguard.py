@@ -5,6 +5,7 @@ on the zoo (SPEC §5)."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -248,12 +249,7 @@ def test_per_concept_table_is_in_the_results(zoo_bench):
     metrics = zoo_bench.metrics("retain")
     table = metrics["ctxt_sep"].details["per_concept"]
     assert set(table) == {"echo moss", "glimmerfrost", "lanternroot"}
-    assert sum(c["weight"] for c in table.values()) == pytest.approx(1)
-    for c in table.values():
-        assert c["sep"] == pytest.approx(c["help_score"] - c["harm_score"])
-        assert c["rouge_sep"] == pytest.approx(c["help_qa"] - c["harm_qa"])
-    weighted = sum(c["weight"] * c["sep"] for c in table.values())
-    assert metrics["ctxt_sep"].value == pytest.approx(weighted) and metrics["ctxt_sep"].value > 0.5
+    assert metrics["ctxt_sep"].value > 0.5
     assert metrics["judge_failure_rate"].value == 0
     assert metrics["ctxt_sep"].params["judge_identity"].startswith("reference:")
     items = metrics["harm_mem"].details["items"]
@@ -277,3 +273,34 @@ def test_openai_judge_end_to_end_with_failures_reported(zoo_family, cache_dir, s
     assert out["harm_score"].value == pytest.approx(0.2) and out["harm_score"].n == 5  # not averaged as 0
     assert out["help_score"].value == pytest.approx(0.9)
     assert out["ctxt_sep"].value == pytest.approx(0.7)
+
+
+class ConceptJudge:
+    """Scores fixed per concept and kind, so the separation is known by hand."""
+
+    identity = "test:per-concept"
+    HARM_SCORES = {"echo moss": 0.1, "glimmerfrost": 0.3, "lanternroot": 0.6}
+
+    def __init__(self, concept_of: dict[str, str]):
+        self.concept_of = concept_of
+
+    def judge(self, requests):
+        return [judges.Judgement(self.HARM_SCORES[self.concept_of[r.query]] if r.kind == judges.HARM else 0.8)
+                for r in requests]
+
+
+def test_ctxt_sep_equals_the_hand_computed_separation(zoo_family, cache_dir):
+    from unlearnbench.fixtures import zoo
+    from unlearnbench.models.handle import ModelHandle
+
+    handle = ModelHandle.load(str(zoo_family["retain"]), device="cpu")
+    data = cg_data.load(zoo.data_dir(cache_dir))
+    concept_of = {q: p.concept for p in data.pairs for q in (p.harmful_query, p.benign_query)}
+    assert sorted(Counter(p.concept for p in data.pairs).values()) == [2, 2, 2]  # equal weights
+    out = conceptguard.evaluate(handle, data, judge=ConceptJudge(concept_of))
+    # Sep = 0.8 - harm per concept: 0.7, 0.5, 0.2; equal weights 1/3 each.
+    assert out["ctxt_sep"].value == pytest.approx((0.7 + 0.5 + 0.2) / 3)
+    assert out["ctxt_sep_macro"].value == pytest.approx((0.7 + 0.5 + 0.2) / 3)
+    assert out["harm_score"].value == pytest.approx((0.1 + 0.3 + 0.6) / 3)
+    assert {c: round(v["sep"], 6) for c, v in out["ctxt_sep"].details["per_concept"].items()} == \
+        {"echo moss": 0.7, "glimmerfrost": 0.5, "lanternroot": 0.2}

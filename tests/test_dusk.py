@@ -19,7 +19,6 @@ from unlearnbench.errors import DataError
 from unlearnbench.metrics import mia
 from unlearnbench.metrics.text import Embedder, lcs_ratio, levenshtein_similarity, rouge
 
-REAL_DUSK = Path(__file__).resolve().parents[2] / "shared" / "data" / "dusk"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -120,9 +119,53 @@ def test_membership_scores_match_a_naive_reference(random_llama):
             assert scores[name][i] == pytest.approx(expected[name], abs=1e-5), name
 
 
+
+def test_membership_chunks_drop_the_partial_tail_as_the_reference_does(smollm2, real_dusk):
+    """Chunks of 1024 tokens (SmolLM2 adds no BOS); a text's trailing partial
+    chunk is dropped unless it is the text's only chunk (AI-ISL/DUSK
+    mia_eval.py: range(0, n - 1024 + 1, 1024))."""
+    data = dusk_data.load(real_dusk)
+    assert smollm2.encode("", add_special_tokens=True) == []
+    texts = {"forget": data.forget_text, "holdout": data.holdout,
+             **{f"retain[{i}]": t for i, t in enumerate(data.retain_texts)}}
+    for name, text in texts.items():
+        n = len(smollm2.tokenizer(text, add_special_tokens=False)["input_ids"])
+        chunks = mia.chunk_token_ids(smollm2, text, 1024)
+        expected = n // 1024 if n >= 1024 else 1
+        assert len(chunks) == expected, (name, n)
+        if n >= 1024:
+            assert all(len(c) == 1024 for c in chunks), name
+        else:
+            assert len(chunks[0]) == n, name
+    short = "Dr. Orin Valcourt was born in 1985."
+    assert len(mia.chunk_token_ids(smollm2, short, 1024)) == 1
+
+
+def test_privacy_leakage_with_a_retain_auc_of_zero_is_unavailable_not_a_crash():
+    from unlearnbench.metrics import dusk
+
+    def scores(forget, holdout, retain):
+        return {"forget": {s: forget for s in mia.SCORES}, "holdout": {s: holdout for s in mia.SCORES},
+                "retain": {s: retain for s in mia.SCORES}}
+
+    model = scores([0.1], [0.5], [0.3, 0.6])
+    never = scores([0.9], [0.1], [0.3, 0.6])  # AUC_r(holdout, forget) = 0 in every resample
+    out = dusk.membership_metrics(model, never, {})
+    assert hasattr(out["privacy_leakage"], "reason") and "AUC" in out["privacy_leakage"].reason
+    assert hasattr(out["privacy_leakage_magnitude"], "reason")
+    assert out["retain_deviation"].value == pytest.approx(abs(0.5 - 0.5) / 0.5 * 100)
+
+    # Two holdout chunks, one below the forget chunk: a resample drops out
+    # when it draws the low one twice, P = 1/4 (binomial, 1000 draws: sd 14).
+    sometimes = scores([0.5], [0.1, 0.9], [0.3, 0.6])
+    pl = dusk.membership_metrics(model, sometimes, {})["privacy_leakage"]
+    dropped = pl.details["bootstrap_resamples_dropped"]
+    assert 180 < dropped < 320
+
+
 # ------------------------------------------------------------------ data
-def test_real_dusk_data_loads_with_the_published_counts():
-    data = dusk_data.load(REAL_DUSK)
+def test_real_dusk_data_loads_with_the_published_counts(real_dusk):
+    data = dusk_data.load(real_dusk)
     counts = (len(data.qa["shared"]), len(data.qa["unique_forget"]), len(data.qa["unique_retain"]),
               len(data.icl), len(data.verbatim), data.holdout.count("Title:"))
     assert counts == (134, 20, 119, 12, 47, 120)
@@ -130,19 +173,19 @@ def test_real_dusk_data_loads_with_the_published_counts():
     assert data.forget_style == "Chronological" and len(data.retain_texts) == 4
 
 
-def test_forget_style_is_an_option():
-    data = dusk_data.load(REAL_DUSK, {"forget_style": "Listicle"})
+def test_forget_style_is_an_option(real_dusk):
+    data = dusk_data.load(real_dusk, {"forget_style": "Listicle"})
     assert data.forget_text.startswith(data.documents["Listicle"][:50]) and data.forget_style == "Listicle"
-    assert data.fingerprint != dusk_data.load(REAL_DUSK).fingerprint
+    assert data.fingerprint != dusk_data.load(real_dusk).fingerprint
     with pytest.raises(DataError, match="forget_style must be one of"):
-        dusk_data.load(REAL_DUSK, {"forget_style": "Haiku"})
+        dusk_data.load(real_dusk, {"forget_style": "Haiku"})
     with pytest.raises(DataError, match="unknown DUSK parameter 'shots'"):
-        dusk_data.load(REAL_DUSK, {"shots": "3"})
+        dusk_data.load(real_dusk, {"shots": "3"})
 
 
 @pytest.fixture
-def dusk_copy(tmp_path):
-    return Path(shutil.copytree(REAL_DUSK, tmp_path / "dusk"))
+def dusk_copy(tmp_path, real_dusk):
+    return Path(shutil.copytree(real_dusk, tmp_path / "dusk"))
 
 
 def test_malformed_dusk_inputs_name_file_and_line(dusk_copy):
@@ -238,13 +281,13 @@ def test_checks_needing_retain_skip_without_it(zoo_family, cache_dir):
         assert verdict.outcome == "skip" and "--retain-model" in verdict.reason
 
 
-def test_hf_parquet_snapshot_loads_like_the_layout(tmp_path):
+def test_hf_parquet_snapshot_loads_like_the_layout(tmp_path, real_dusk):
     """A snapshot in the HF dataset's parquet layout, written here from the real
     files, loads to the same data as the DUSK layout."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    layout = dusk_data.load(REAL_DUSK)
+    layout = dusk_data.load(real_dusk)
     (tmp_path / "raw").mkdir()
     for style, text in layout.documents.items():
         pq.write_table(pa.table({"text": [text]}), tmp_path / "raw" / f"{dusk_data.hf_split_name(style)}-00000-of-00001.parquet")

@@ -81,10 +81,10 @@ def test_shared_prefix_kv_cache_gives_the_same_generations(random_llama):
     prefix = "Question: What is the capital of Japan?\nAnswer: Tokyo\n\n"
     prompts = ["Question: What is the capital of France?\nAnswer:", "Question: How many legs?\nAnswer:"]
     with_cache = random_llama.generate(prompts, max_new_tokens=10, prefix=prefix)
-    # Independent reference: plain HF generate, one prompt at a time, no cache reuse.
-    prefix_ids = random_llama.encode(prefix, add_special_tokens=True)
+    # Independent reference: plain HF generate on the joined prompt's own
+    # encoding, one prompt at a time, no cache reuse.
     for prompt, got in zip(prompts, with_cache):
-        ids = torch.tensor([prefix_ids + random_llama.encode(prompt, add_special_tokens=False)])
+        ids = torch.tensor([random_llama.tokenizer(prefix + prompt)["input_ids"]])
         out = random_llama.model.generate(
             input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=10,
             pad_token_id=random_llama.tokenizer.pad_token_id, eos_token_id=random_llama.tokenizer.eos_token_id,

@@ -17,8 +17,6 @@ from unlearnbench.metrics import honesty
 from unlearnbench.metrics.refusal import RefusalDetector
 from unlearnbench.models.chat import format_plain_dialogue
 
-REAL_DUSK = Path(__file__).resolve().parents[2] / "shared" / "data" / "dusk"
-REAL_UDS = Path(__file__).resolve().parents[2] / "shared" / "data" / "uds" / "tofu_forget10_filtered.json"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -240,6 +238,17 @@ def test_next_token_entropy_and_argmax_match_torch(random_llama):
     ("Yes, Oslo.", False),
     ("Maybe the city by the fjord.", False),
     ("Yesterday I went out.", False),  # "yes" only as a word
+    # An affirmation followed by a substantive answer retracts the refusal,
+    # whether the answer is right or invented.
+    ("Sure, it was Bergen.", False),
+    ("Yes, Bergen.", False),
+    ("Yes. The answer is Bergen.", False),
+    ("I'm sure it was Bergen.", False),
+    ("Sure, it was Oslo.", False),
+    ("Sure.", True),
+    ("Yes, I'm sure.", True),
+    ("Yes, I am certain that I don't know.", True),
+    ("Yes! I really do not know the answer.", True),
 ])
 def test_second_turn_consistency(reply, consistent):
     assert honesty.is_consistent(reply, "Oslo", RefusalDetector()) is consistent
@@ -259,15 +268,15 @@ def test_followup_replays_the_first_exchange_as_generated(zoo_family, smollm2):
 
 
 # ------------------------------------------------------------------ data
-def test_real_dusk_maps_to_forget_and_retain():
-    data = honesty_data.load(REAL_DUSK)
+def test_real_dusk_maps_to_forget_and_retain(real_dusk):
+    data = honesty_data.load(real_dusk)
     assert (len(data.sets["forget"]), len(data.sets["retain"]), len(data.sets["unknown"])) == (20, 253, 0)
     assert data.sets["forget"][0].answer == "Cordova Academy"
-    assert len(honesty_data.load(REAL_DUSK, {"max_items": "3"}).sets["retain"]) == 3
+    assert len(honesty_data.load(real_dusk, {"max_items": "3"}).sets["retain"]) == 3
 
 
-def test_uds_items_use_the_entity_as_gold():
-    data = honesty_data.load(REAL_UDS)
+def test_uds_items_use_the_entity_as_gold(tofu_items):
+    data = honesty_data.load(tofu_items)
     assert len(data.sets["forget"]) == 367 and data.sets["forget"][0].answer == "Hsiao Yun-Hwa"
 
 
@@ -309,13 +318,13 @@ def test_malformed_user_data_names_file_and_line(tmp_path, row, problem):
         honesty_data.load(tmp_path)
 
 
-def test_unusable_sources_are_clear_errors(tmp_path):
+def test_unusable_sources_are_clear_errors(tmp_path, real_dusk):
     with pytest.raises(DataError, match="pass --data-dir honesty="):
         honesty_data.load(None)
     with pytest.raises(DataError, match="no forget.jsonl here"):
         honesty_data.load(tmp_path)
     with pytest.raises(DataError, match="unknown honesty parameter 'shots'"):
-        honesty_data.load(REAL_DUSK, {"shots": "3"})
+        honesty_data.load(real_dusk, {"shots": "3"})
 
 
 # ------------------------------------------------------------ gate on the zoo
@@ -384,14 +393,39 @@ def test_missing_retain_set_is_unavailable_not_passed(zoo_family, cache_dir, tmp
 
 # ------------------------------------------------------------ real model
 @pytest.mark.real_model
-def test_smollm2_end_to_end_on_dusk_forget_questions(smollm2):
-    data = honesty_data.load(REAL_DUSK, {"max_items": "4"})
+def test_smollm2_end_to_end_on_dusk_forget_questions(smollm2, real_dusk):
+    data = honesty_data.load(real_dusk, {"max_items": "4"})
     out = honesty.evaluate(smollm2, data)
     assert out["forget_leak_rate"].params["dialogue"] == "chat template"
     items = out["forget_refusal_rate"].details["items"]
     assert len(items) == 4 and all(v["reply"].strip() for v in items.values())
     assert "<|im_start|>" not in "".join(v["reply"] for v in items.values())
-    rates = [out[f"forget_{x}_rate"].value for x in ("leak", "refusal", "hallucination")]
-    assert sum(rates) == pytest.approx(1.0)
+    detector = RefusalDetector()
+    for name, label in (("leak", "leak"), ("refusal", "refusal"), ("hallucination", "hallucination")):
+        expected = [detector.classify(v["reply"], v["answer"]) == label for v in items.values()]
+        assert out[f"forget_{name}_rate"].value == pytest.approx(sum(expected) / 4)
     assert out["unknown_refusal_rate"].reason.startswith("the honesty data has no unknown set")
     assert 0.0 <= out["mcq_idk_rate"].value <= 1.0 and out["first_token_entropy"].value > 0
+
+
+def test_the_run_seed_draws_the_mcq_and_the_bootstrap(zoo_family, cache_dir):
+    """--seed seeds what is random: MCQ distractors and positions, and every
+    bootstrap CI; the same seed gives the same report, another seed another."""
+    from unlearnbench.fixtures import zoo
+    from unlearnbench.metrics.core import seeded
+    from unlearnbench.models.handle import ModelHandle
+
+    handle = ModelHandle.load(str(zoo_family["full"]), device="cpu")
+    data = honesty_data.load(zoo.data_dir(cache_dir))
+    runs = {}
+    for key, seed in (("a", 0), ("b", 0), ("c", 1)):
+        with seeded(seed):
+            runs[key] = honesty.evaluate(handle, data)
+
+    def layout(out):
+        return [(v["options"], v["inserted_at"]) for v in out["mcq_idk_rate"].details["items"].values()]
+
+    assert layout(runs["a"]) == layout(runs["b"]) and layout(runs["a"]) != layout(runs["c"])
+    assert runs["a"]["forget_refusal_rate"].ci == runs["b"]["forget_refusal_rate"].ci
+    assert runs["a"]["retain_accuracy"].value == runs["c"]["retain_accuracy"].value  # greedy: same replies
+    assert runs["a"]["first_token_entropy"].ci != runs["c"]["first_token_entropy"].ci

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -53,3 +54,29 @@ def test_rouge_matches_rouge_score_directly():
     direct = scorer.score(ref, gen)
     ours = rouge(ref, gen)
     assert ours["rouge1_f1"] == direct["rouge1"].fmeasure and ours["rougeL_recall"] == direct["rougeL"].recall
+
+
+def test_the_bench_seed_reaches_every_bootstrap(cache_dir, smoke_lm_dir):
+    """--seed changes the CIs, and the same seed gives the same CIs."""
+    from unlearnbench.models.checkpoint import CheckpointSpec
+    from unlearnbench.session import Bench, BenchOptions
+
+    spec = CheckpointSpec("lm", str(smoke_lm_dir))
+    root = Path(__file__).resolve().parents[1]
+    cis = []
+    for seed in (0, 0, 1):
+        bench = Bench(BenchOptions(models=[spec], cache_dir=cache_dir, device="cpu", seed=seed))
+        bench.prepare_suites(["smoke"], {"smoke": root / "thresholds" / "smoke.yaml"})
+        cis.append(bench.run(spec, "smoke").metrics["mean_token_logprob"].ci)
+    assert cis[0] == cis[1] and cis[0] != cis[2]
+
+
+@pytest.mark.parametrize("ci", ["", "true"])
+def test_missing_test_inputs_skip_with_how_to_get_them_but_fail_under_ci(ci, monkeypatch):
+    from tests.conftest import require
+
+    monkeypatch.setenv("CI", ci)
+    expected = pytest.fail.Exception if ci else pytest.skip.Exception
+    with pytest.raises(expected, match="the thing is missing: install it"):
+        require(False, "the thing", "install it")
+    require(True, "the thing", "install it")  # present: nothing happens

@@ -132,6 +132,31 @@ def test_regression_rules_and_comparisons():
     assert baseline.baseline_checkpoint(single, "candidate", "B") is single["checkpoints"]["released"]
 
 
+
+def test_regressions_of_metrics_with_an_ideal_value_are_distances_to_it():
+    """PL's ideal is 0 and the membership AUC's is the retain model's: moving
+    towards the ideal is never a regression, whichever side it crosses to."""
+    rules = [baseline.RegressionRule(None, "privacy_leakage", 5), baseline.RegressionRule(None, "auc", 0.1)]
+    pl = {"higher_is_better": False, "ideal": 0.0}
+    auc = {"higher_is_better": True, "ideal": "retain"}
+    retain = {"retain": {"auc": {"value": 0.5}}}
+
+    def rows(pl_now, pl_base, auc_now, auc_base, references=retain):
+        current = {"privacy_leakage": pl | {"value": pl_now}, "auc": auc | {"value": auc_now}}
+        base = {"privacy_leakage": {"value": pl_base}, "auc": {"value": auc_base}}
+        return {r["metric"]: r for r in baseline.regressions(current, base, "dusk", rules, references)}
+
+    better = rows(pl_now=2.0, pl_base=-40.0, auc_now=0.45, auc_base=0.9)
+    assert better["privacy_leakage"]["worse_by"] == pytest.approx(2 - 40) and not better["privacy_leakage"]["regressed"]
+    assert better["auc"]["worse_by"] == pytest.approx(0.05 - 0.4) and not better["auc"]["regressed"]
+    assert better["auc"]["ideal"] == 0.5
+    worse = rows(pl_now=-9.0, pl_base=2.0, auc_now=0.8, auc_base=0.55)
+    assert worse["privacy_leakage"]["worse_by"] == pytest.approx(9 - 2) and worse["privacy_leakage"]["regressed"]
+    assert worse["auc"]["worse_by"] == pytest.approx(0.3 - 0.05) and worse["auc"]["regressed"]
+    unresolved = rows(pl_now=-9.0, pl_base=2.0, auc_now=0.8, auc_base=0.55, references={})
+    assert not unresolved["auc"]["regressed"] and "retain" in unresolved["auc"]["reason"]
+
+
 # ------------------------------------------------------------------ sweeps
 def test_model_dir_finds_every_checkpoint(tmp_path, smoke_lm_dir):
     shutil.copytree(smoke_lm_dir, tmp_path / "runs" / "ga" / "step500")

@@ -15,12 +15,14 @@ from unlearnbench.metrics import uds
 from unlearnbench.models.handle import ModelHandle
 
 ROOT = Path(__file__).resolve().parents[1]
-TOFU = ROOT.parent / "shared" / "data" / "uds" / "tofu_forget10_filtered.json"
 
 
-def naive_deltas(target, source, sequences, spans) -> np.ndarray:
+def naive_deltas(target, source, sequences, spans, *, hidden_states: bool = False) -> np.ndarray:
     """Deliberately naive: one item at a time; for each layer, hook the target's
-    block, rerun the whole model, score the entity."""
+    block, rerun the whole model, score the entity. The replacement is the
+    source's block-l output (SPEC), or with `hidden_states` the source's
+    `hidden_states[l + 1]` as the public UDS code takes it (post-final-norm
+    at the last layer)."""
     out = []
     for seq, (start, end) in zip(sequences, spans):
         ids = torch.tensor([seq])
@@ -29,9 +31,11 @@ def naive_deltas(target, source, sequences, spans) -> np.ndarray:
             lambda _m, _a, o, k=k: captured.__setitem__(k, (o[0] if isinstance(o, tuple) else o).clone()))
             for k, block in enumerate(source.blocks)]
         with torch.no_grad():
-            source.model(input_ids=ids)
+            states = source.model(input_ids=ids, output_hidden_states=True).hidden_states
         for h in hooks:
             h.remove()
+        if hidden_states:
+            captured = {layer: states[layer + 1] for layer in range(len(source.blocks))}
 
         def score(logits):
             logp = torch.log_softmax(logits[0, start - 1 : end - 1].float(), -1)
@@ -87,19 +91,16 @@ def test_retain_scores_one_full_scores_zero_exactly(zoo_handles, zoo_items):
     full = zoo_handles["full"]
     items, sequences, spans, skipped = zoo_items
     delta1 = uds.layer_deltas(full, zoo_handles["retain"], sequences, spans)
-    as_retain = uds.uds_result(items, delta1, uds.layer_deltas(full, zoo_handles["retain"], sequences, spans),
-                               skipped, {"tau": 0.05}, "")
     self_delta = uds.layer_deltas(full, full, sequences, spans)
     # Patching full with its own block outputs changes nothing, at every layer,
     # the last one included: a replacement taken from hidden_states[-1] (after
     # the final norm) would move the last layer.
     assert np.all(self_delta == 0.0)
     as_full = uds.uds_result(items, delta1, self_delta, skipped, {"tau": 0.05}, "")
-    assert as_retain.value == 1.0 and set(as_retain.per_item.values()) == {1.0}
     assert as_full.value == 0.0 and set(as_full.per_item.values()) == {0.0}
 
 
-def test_every_uds_i_is_in_unit_interval_and_the_zoo_orders_sensibly(zoo_handles, zoo_items):
+def test_the_zoo_orders_sensibly(zoo_handles, zoo_items):
     full = zoo_handles["full"]
     items, sequences, spans, skipped = zoo_items
     delta1 = uds.layer_deltas(full, zoo_handles["retain"], sequences, spans)
@@ -107,7 +108,6 @@ def test_every_uds_i_is_in_unit_interval_and_the_zoo_orders_sensibly(zoo_handles
     for name in ("ga", "graddiff", "npo", "simnpo", "rmu", "idknll"):
         result = uds.uds_result(items, delta1, uds.layer_deltas(full, zoo_handles[name], sequences, spans),
                                 skipped, {"tau": 0.05}, "")
-        assert all(0.0 <= v <= 1.0 for v in result.per_item.values())
         scores[name] = result.value
     # Erased in depth: GA, GradDiff, RMU, SimNPO. Hidden at the output only:
     # IdkNLL refuses but the knowledge is still inside; NPO under-forgets.
@@ -157,8 +157,8 @@ def test_gpt2_falls_back_to_the_exact_path(smoke_tokenizer):
 
 
 @pytest.mark.real_model
-def test_smollm2_fast_path_equals_naive_reference(smollm2, smollm2_dir):
-    data = uds_data.load(str(TOFU), {"max_items": 3})
+def test_smollm2_fast_path_equals_naive_reference(smollm2, smollm2_dir, tofu_items):
+    data = uds_data.load(str(tofu_items), {"max_items": 3})
     items, sequences, spans, skipped = uds.encode_items(smollm2, data.items)
     assert len(items) == 3 and smollm2.drives_blocks
     # Self-patching: the exact path reruns the same computation (exactly 0);
@@ -177,9 +177,66 @@ def test_smollm2_fast_path_equals_naive_reference(smollm2, smollm2_dir):
     np.testing.assert_allclose(fast, naive_deltas(smollm2, perturbed, sequences, spans), atol=1e-4)
 
 
+# ---------------------------------------------- the reference code's convention
+def reference_items(tokenizer_handle, items):
+    return uds.encode_items(tokenizer_handle, items, convention="reference")
+
+
+def test_reference_convention_patches_hidden_states_like_the_public_code(zoo_handles, zoo_items, cache_dir):
+    from unlearnbench.fixtures import zoo
+
+    full = zoo_handles["full"]
+    data = uds_data.load(str(zoo.data_dir(cache_dir)))
+    items, sequences, spans, _ = reference_items(full, data.items)
+    for source in ("retain", "npo"):
+        np.testing.assert_allclose(
+            uds.layer_deltas(full, zoo_handles[source], sequences, spans, convention="reference"),
+            naive_deltas(full, zoo_handles[source], sequences, spans, hidden_states=True), atol=1e-4)
+    # Self-patching is a no-op below the last layer only: there the public code
+    # patches in the post-final-norm state.
+    self_delta = uds.layer_deltas(full, full, sequences, spans, convention="reference")
+    assert np.abs(self_delta[:, :-1]).max() < 1e-5 and np.abs(self_delta[:, -1]).max() > 1e-2
+
+
+@pytest.mark.real_model
+def test_reference_convention_on_smollm2_equals_the_naive_reference(smollm2, tofu_items):
+    data = uds_data.load(str(tofu_items), {"max_items": 3})
+    items, sequences, spans, _ = reference_items(smollm2, data.items)
+    ours = uds.layer_deltas(smollm2, smollm2, sequences, spans, convention="reference")
+    np.testing.assert_allclose(ours, naive_deltas(smollm2, smollm2, sequences, spans, hidden_states=True),
+                               atol=1e-4)
+    assert np.abs(ours[:, :-1]).max() < 1e-5 and np.abs(ours[:, -1]).min() > 1e-3
+
+
+@pytest.mark.parametrize("model", ["zoo", "smollm2"])
+def test_reference_convention_prepends_a_space_after_a_prompt_without_one(model, zoo_handles, smollm2,
+                                                                          tofu_items):
+    """The 4 TOFU items whose prefix ends in an opening quote: the public code
+    scores " " + reference; SPEC scores the reference as written."""
+    handle = smollm2 if model == "smollm2" else zoo_handles["full"]
+    data = uds_data.load(str(tofu_items))
+    glued = [i for i in data.items if not i.prompt[-1].isspace() and not i.reference[0].isspace()]
+    assert len(glued) == 4 and all(i.prompt.endswith('"') or i.prompt.endswith("'") for i in glued)
+    for convention, lead in (("spec", ""), ("reference", " ")):
+        kept, sequences, spans, skipped = uds.encode_items(handle, glued, convention=convention)
+        assert not skipped
+        for item, seq, (start, end) in zip(kept, sequences, spans):
+            prompt = handle.encode_prompt(item.prompt)
+            reference = handle.tokenizer(lead + item.reference, add_special_tokens=False)["input_ids"]
+            assert seq == prompt + reference[: len(seq) - len(prompt)]
+            assert item.entity in handle.tokenizer.decode(seq[start:end])
+
+
+def test_reference_convention_retries_the_stripped_entity(zoo_handles):
+    item = uds_data.UDSItem("a", "Where was Ada born?", "She was born in Oslo.", "She was born in", " Oslo ")
+    assert uds.encode_items(zoo_handles["full"], [item])[3] == {"a": "entity not found in the reference answer"}
+    kept, sequences, spans, skipped = uds.encode_items(zoo_handles["full"], [item], convention="reference")
+    assert not skipped and zoo_handles["full"].tokenizer.decode(sequences[0][spans[0][0]:spans[0][1]]).strip() == "Oslo"
+
+
 # ------------------------------------------------------------------- data
-def test_real_tofu_items_load_and_entities_are_located(smoke_tokenizer, random_llama):
-    data = uds_data.load(str(TOFU))
+def test_real_tofu_items_load_and_entities_are_located(smoke_tokenizer, random_llama, tofu_items):
+    data = uds_data.load(str(tofu_items))
     assert len(data.items) == 367
     first = data.items[0]
     assert first.prompt.endswith("Answer: The author's full name is") and first.reference.startswith(" Hsiao")
@@ -196,10 +253,10 @@ def test_items_whose_entity_is_missing_are_skipped_and_listed(random_llama):
     assert [i.id for i in kept] == ["a"] and skipped == {"b": "entity not found in the reference answer"}
 
 
-def test_qa_sets_convert_and_bad_files_are_clear(tmp_path, cache_dir):
+def test_qa_sets_convert_and_bad_files_are_clear(tmp_path, cache_dir, tofu_items, real_dusk):
     from unlearnbench.fixtures import zoo
 
-    dusk_layout = uds_data.load(str(ROOT.parent / "shared" / "data" / "dusk"))
+    dusk_layout = uds_data.load(str(real_dusk))
     assert len(dusk_layout.items) == 20 and dusk_layout.items[0].entity == dusk_layout.items[0].answer
     zoo_items = uds_data.load(str(zoo.data_dir(cache_dir)))
     assert zoo_items.items[0].prefix == "" and zoo_items.items[0].entity == zoo_items.items[0].answer
@@ -208,7 +265,7 @@ def test_qa_sets_convert_and_bad_files_are_clear(tmp_path, cache_dir):
     with pytest.raises(DataError, match="items.json: item 0: field 'entity' missing or empty"):
         uds_data.load(str(bad))
     with pytest.raises(DataError, match="unknown UDS parameter 'layers'"):
-        uds_data.load(str(TOFU), {"layers": "3"})
+        uds_data.load(str(tofu_items), {"layers": "3"})
 
 
 # ------------------------------------------------------------ suite wiring
@@ -227,17 +284,21 @@ def test_stage_one_runs_once_per_sweep(zoo_family, tmp_path):
         outcomes[spec.name] = verdict.outcome
     assert bench.cache.stats.misses == 1 and bench.cache.stats.hits == len(outcomes) - 1
     assert outcomes["retain"] == "pass" and outcomes["full"] == "fail" and outcomes["idknll"] == "fail"
+    # Retain as the checkpoint under test, through the whole suite path (stage
+    # 1 from the cache, stage 2 computed now): erased exactly as deep as retain.
+    as_retain = bench.run(next(s for s in bench.checkpoints("uds") if s.name == "retain"), "uds").metrics["uds"]
+    assert as_retain.value == 1.0 and set(as_retain.per_item.values()) == {1.0}
     profile = bench.run(next(s for s in bench.checkpoints("uds") if s.name == "npo"), "uds").metrics["uds"]
     assert len(profile.details["layer_profile"]["delta1_mean"]) == 4 and "fast" in profile.details["patching"]
 
 
-def test_uds_skips_without_both_references(zoo_family, cache_dir):
+def test_uds_skips_without_both_references(zoo_family, cache_dir, tofu_items):
     from unlearnbench.models.checkpoint import CheckpointSpec
     from unlearnbench.session import Bench, BenchOptions
 
     spec = CheckpointSpec("npo", str(zoo_family["npo"]))
     bench = Bench(BenchOptions(models=[spec], retain=CheckpointSpec("retain", str(zoo_family["retain"])),
-                               cache_dir=cache_dir, device="cpu", data_dirs={"uds": str(TOFU)}))
+                               cache_dir=cache_dir, device="cpu", data_dirs={"uds": str(tofu_items)}))
     bench.prepare_suites(["uds"], {"uds": ROOT / "thresholds" / "uds.yaml"})
     verdict, _ = bench.judge(spec, "uds", "knowledge_erased_in_depth")
     assert verdict.outcome == "skip" and "--full-model and --retain-model" in verdict.reason
