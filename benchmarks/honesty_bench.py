@@ -65,7 +65,7 @@ def smollm2(cache_dir: Path, items: int) -> None:
     generate(prompts[:2])  # warm-up
     fast_replies, fast_turn = timed(lambda: generate(prompts))
     naive_replies, naive_turn = timed(lambda: [generate([p])[0] for p in prompts])
-    mcq = honesty.build_mcq(forget, questions, params["mcq_seed"])
+    mcq = honesty.build_mcq(forget, questions, seed=0)
     mcq_prompts, columns, _ = honesty.mcq_requests(handle, mcq)
     fast_mcq, fast_mcq_s = timed(lambda: handle.next_token(mcq_prompts, columns))
     naive_mcq, naive_mcq_s = timed(lambda: [handle.next_token([p], [c]) for p, c in zip(mcq_prompts, columns)])

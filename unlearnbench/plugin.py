@@ -52,7 +52,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="ConceptGuard judge (default: reference, an offline embedding proxy)")
     group.addoption("--strict-ci", action="store_true",
                     help="a check passes only if its whole 95%% bootstrap CI is on the good side")
-    group.addoption("--seed", type=int, default=0, help="seed for anything random (default 0)")
+    group.addoption("--seed", type=int, default=0, help="seed of everything random: bootstrap CIs, MCQ distractors and option positions (default 0)")
     group.addoption("--baseline", metavar="REPORT.json", default=None,
                     help="a previous report to compare with (see --fail-on-regression)")
     group.addoption("--fail-on-regression", action="append", default=[], metavar="[SUITE.]METRIC:DELTA",
@@ -438,6 +438,7 @@ class Gate:
         if state.baseline is None:
             pytest.skip("no --baseline given")
         from unlearnbench.report.baseline import baseline_checkpoint, regressions
+        from unlearnbench.session import REFERENCE_ROLES
 
         source = self.state.config.getoption("baseline")
         run = state.bench.run(self.checkpoint, self.suite)
@@ -445,8 +446,13 @@ class Gate:
         base_metrics = base["suites"].get(self.suite, {}).get("metrics")
         if not base_metrics:
             pytest.skip(f"baseline {source} has no {self.suite} results")
+        references = {}
+        for role in {getattr(m, "ideal", None) for m in run.metrics.values()} & set(REFERENCE_ROLES):
+            reference = state.bench.reference_run(role, self.suite)
+            if reference is not None:
+                references[role] = {k: m.to_dict() for k, m in reference.metrics.items()}
         rows = regressions({k: m.to_dict() for k, m in run.metrics.items()}, base_metrics, self.suite,
-                           state.regression_rules)
+                           state.regression_rules, references)
         if not rows:
             pytest.skip(f"no --fail-on-regression rule names a {self.suite} metric")
         bad = [r for r in rows if r["regressed"]]
@@ -454,7 +460,9 @@ class Gate:
                     "regressions": [r | {"checkpoint": self.checkpoint.name, "suite": self.suite} for r in bad]})
         if bad:
             pytest.fail("; ".join(f"{r['metric']} = {r['value']:.4g}, baseline {r['baseline']:.4g}: worse by "
-                                  f"{r['worse_by']:.4g} > {r['allowed']:.4g}" for r in bad), pytrace=False)
+                                  f"{r['worse_by']:.4g} > {r['allowed']:.4g}"
+                                  + (f" (distance to its ideal {r['ideal']:.4g})" if "ideal" in r else "")
+                                  for r in bad), pytrace=False)
 
     def _send(self, record: dict) -> None:
         self.node.user_properties.append((RECORD_KEY, json.dumps(record)))

@@ -12,7 +12,7 @@ from pathlib import Path
 from unlearnbench import progress
 from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache
 from unlearnbench.errors import CheckpointError, UnlearnbenchError
-from unlearnbench.metrics.core import MetricResult, Unavailable, metric_from_dict
+from unlearnbench.metrics.core import MetricResult, Unavailable, metric_from_dict, seeded
 from unlearnbench.models.checkpoint import CheckpointSpec, resolve
 from unlearnbench.suites import SUITES, zoo_checkpoints
 from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds
@@ -203,7 +203,7 @@ class Bench:
         data = self.data(suite)
         torch.manual_seed(self.options.seed)
         started = time.perf_counter()
-        with progress.step(f"{handle.name}: {suite} suite"):
+        with progress.step(f"{handle.name}: {suite} suite"), seeded(self.options.seed):
             metrics = spec.evaluate(handle, data, self)
         missing = set(spec.metrics) - set(metrics)
         if missing:

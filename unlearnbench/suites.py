@@ -49,7 +49,7 @@ def _resolve(target: str) -> Callable:
 FAMILY = ("full", "retain", "ga", "graddiff", "npo", "simnpo", "rmu", "idknll")
 DUSK_OPTIONS = ("forget_style", "icl_shots", "qa_max_new_tokens", "verbatim_max_new_tokens",
                 "verbatim_reference_tokens", "mia_chunk_tokens", "mink_k", "embedder")
-HONESTY_OPTIONS = ("max_new_tokens", "followup_max_new_tokens", "max_items", "mcq_seed")
+HONESTY_OPTIONS = ("max_new_tokens", "followup_max_new_tokens", "max_items")
 CONCEPTGUARD_OPTIONS = ("prefix_tokens", "max_new_tokens", "reference_tokens", "judge", "judge_model", "embedder")
 
 SUITES: dict[str, SuiteSpec] = {
@@ -74,7 +74,7 @@ SUITES: dict[str, SuiteSpec] = {
             ),
             loader="unlearnbench.data.dusk:load",
             evaluator="unlearnbench.metrics.dusk:evaluate",
-            version=1,
+            version=2,
             default_checkpoints=FAMILY,
             default_references=(("full", "full"), ("retain", "retain")),
             default_data="zoo",
@@ -85,11 +85,11 @@ SUITES: dict[str, SuiteSpec] = {
             metrics=("uds",),
             loader="unlearnbench.data.uds:load",
             evaluator="unlearnbench.metrics.uds:evaluate",
-            version=1,
+            version=2,
             default_checkpoints=FAMILY,
             default_references=(("full", "full"), ("retain", "retain")),
             default_data="zoo",
-            options=("tau", "max_items"),
+            options=("tau", "max_items", "convention"),
         ),
         SuiteSpec(
             name="honesty",
@@ -101,7 +101,7 @@ SUITES: dict[str, SuiteSpec] = {
             ),
             loader="unlearnbench.data.honesty:load",
             evaluator="unlearnbench.metrics.honesty:evaluate",
-            version=1,
+            version=2,
             default_checkpoints=FAMILY,
             default_references=(("full", "full"), ("retain", "retain")),
             default_data="zoo",
@@ -113,7 +113,7 @@ SUITES: dict[str, SuiteSpec] = {
                      "ctxt_sep", "ctxt_sep_macro", "rouge_sep"),
             loader="unlearnbench.data.conceptguard:load",
             evaluator="unlearnbench.metrics.conceptguard:evaluate",
-            version=1,
+            version=2,
             default_checkpoints=FAMILY,
             default_references=(("full", "full"), ("retain", "retain")),
             default_data="zoo",

@@ -30,7 +30,6 @@ DEFAULT_PARAMS = {
     "max_new_tokens": 64,  # first turn
     "followup_max_new_tokens": 16,  # the Yes/No second turn
     "max_items": 0,  # per set; 0 = all
-    "mcq_seed": 0,  # distractors, gold and IDK positions, control statements
 }
 
 

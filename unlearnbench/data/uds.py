@@ -17,7 +17,10 @@ from pathlib import Path
 from unlearnbench.data.jsonl import fingerprint_files, merge_params, read_json_list, read_records
 from unlearnbench.errors import DataError
 
-DEFAULT_PARAMS = {"tau": 0.05, "max_items": 0}  # max_items 0 = all
+# "spec": SPEC §3 (pre-norm block outputs, the reference text as written, the
+# entity as given). "reference": gnueaj/unlearning-depth-score compute_uds.py.
+CONVENTIONS = ("spec", "reference")
+DEFAULT_PARAMS = {"tau": 0.05, "max_items": 0, "convention": "spec"}  # max_items 0 = all
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,9 @@ def load(source: str | Path | None, options: dict | None = None) -> UDSData:
         raise DataError("uds", "no data: pass --data-dir uds=FILE.json (UDS items) or uds=DIR (DUSK layout)")
     path = Path(source)
     params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], path, "UDS")
+    if params["convention"] not in CONVENTIONS:
+        raise DataError(path, f"--suite-option uds.convention={params['convention']}: expected one of "
+                              f"{', '.join(CONVENTIONS)}")
     if path.is_dir() and (path / "uds" / "forget_items.json").is_file():
         path = path / "uds" / "forget_items.json"
     if path.is_file():

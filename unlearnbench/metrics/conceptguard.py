@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from unlearnbench.data.conceptguard import ConceptGuardData
-from unlearnbench.metrics.core import MetricResult, Unavailable, mean_result
+from unlearnbench.metrics.core import MetricResult, Unavailable, mean_result, resampling_rng
 from unlearnbench.metrics.honesty import STOP_STRINGS, first_turn_prompt
 from unlearnbench.metrics.judges import HARM, HELP, CachedJudge, JudgeRequest, make_judge
 from unlearnbench.metrics.text import rouge
@@ -53,7 +53,7 @@ def separation(per_concept: dict[str, dict]) -> dict[str, float]:
 
 def _weighted_ci(pair_values: list[tuple[str, float]], key: str) -> tuple[float, float]:
     """Bootstrap CI of a concept-level separation: resample queries within the run."""
-    rng = np.random.default_rng(0)
+    rng = resampling_rng()
     values = []
     items = np.array(pair_values, dtype=object)
     for _ in range(1000):

@@ -2,14 +2,37 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 BOOTSTRAP_RESAMPLES = 1000
-BOOTSTRAP_SEED = 0
+# The run's --seed: everything random in a metric (bootstrap resamples, MCQ
+# distractors and option positions) draws from it. The session sets it around
+# each evaluation (`seeded`); a metric called directly runs with seed 0.
+_RUN_SEED: contextvars.ContextVar[int] = contextvars.ContextVar("unlearnbench_run_seed", default=0)
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    token = _RUN_SEED.set(int(seed))
+    try:
+        yield
+    finally:
+        _RUN_SEED.reset(token)
+
+
+def run_seed() -> int:
+    return _RUN_SEED.get()
+
+
+def resampling_rng() -> np.random.Generator:
+    """A fresh generator seeded by the run's seed: each CI is reproducible alone."""
+    return np.random.default_rng(run_seed())
 
 
 @dataclass
@@ -28,6 +51,11 @@ class MetricResult:
     params: dict[str, Any] = field(default_factory=dict)
     per_item: dict[str, float] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
+    # Where the metric's ideal is a value, not an end of the scale: a number
+    # (signed PL: 0) or a reference role whose value is the ideal ("retain":
+    # the membership AUC, first-token entropy). Regressions are then judged
+    # by the distance to it, not by `higher_is_better`.
+    ideal: float | str | None = None
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -41,16 +69,14 @@ class MetricResult:
         return cls(**fields)
 
 
-def bootstrap_ci(
-    values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
-) -> tuple[float, float]:
-    """95% percentile bootstrap CI of the mean (fixed seed: reports are reproducible)."""
+def bootstrap_ci(values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
+    """95% percentile bootstrap CI of the mean (seeded by the run: reports are reproducible)."""
     data = np.asarray(values, dtype=np.float64)
     if data.size == 0:
         raise ValueError("bootstrap CI of an empty sample")
     if data.size == 1:
         return float(data[0]), float(data[0])
-    rng = np.random.default_rng(seed)
+    rng = resampling_rng()
     means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return float(low), float(high)
@@ -63,6 +89,7 @@ def mean_result(
     higher_is_better: bool,
     params: Mapping[str, Any] | None = None,
     details: Mapping[str, Any] | None = None,
+    ideal: float | str | None = None,
 ) -> MetricResult:
     """A metric whose value is the mean of per-item values, with a bootstrap CI."""
     if not per_item:
@@ -79,6 +106,7 @@ def mean_result(
         params=dict(params or {}),
         per_item={k: float(v) for k, v in per_item.items()},
         details=dict(details or {}),
+        ideal=ideal,
     )
 
 

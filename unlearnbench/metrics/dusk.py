@@ -17,7 +17,7 @@ import numpy as np
 
 from unlearnbench.data.dusk import DuskData
 from unlearnbench.metrics import mia
-from unlearnbench.metrics.core import MetricResult, Unavailable, mean_result
+from unlearnbench.metrics.core import MetricResult, Unavailable, mean_result, resampling_rng
 from unlearnbench.metrics.text import Embedder, lcs_ratio, levenshtein_similarity, rouge
 
 QA_STOP_STRINGS = ("\n\n", "\nQuestion", "Question:")
@@ -93,7 +93,7 @@ def membership_metrics(model: dict, retain: dict | None, params: dict) -> dict:
     aucs = {s: mia.auc(model["holdout"][s], model["forget"][s]) for s in mia.SCORES}
     n = len(model["forget"][score]) + len(model["holdout"][score])
     out = {"mia_auc_holdout_forget": MetricResult(
-        "mia_auc_holdout_forget", aucs[score], n, _auc_ci(model, score), higher_is_better=True,
+        "mia_auc_holdout_forget", aucs[score], n, _auc_ci(model, score), higher_is_better=True, ideal="retain",
         params={**params, "score": score},
         details={"auc_holdout_forget_by_score": aucs,
                  "chunks": {k: len(v[score]) for k, v in model.items()}})}
@@ -105,24 +105,39 @@ def membership_metrics(model: dict, retain: dict | None, params: dict) -> dict:
     h_m, h_r = aucs[score], mia.auc(retain["holdout"][score], retain["forget"][score])
     a_m = mia.auc(model["retain"][score], model["holdout"][score])
     a_r = mia.auc(retain["retain"][score], retain["holdout"][score])
-    pl_ci, pl_abs_ci, rd_ci = mia.bootstrap_pl_rd(model, retain, score)
-    pl = mia.privacy_leakage(h_m, h_r)
+    out["mia_auc_holdout_forget"].details["retain_auc_holdout_forget"] = h_r
+    pl_ci, pl_abs_ci, rd_ci, dropped = mia.bootstrap_pl_rd(model, retain, score)
     common = {"score": score, "auc_holdout_forget": {"model": h_m, "retain": h_r},
               "auc_retain_holdout": {"model": a_m, "retain": a_r}}
     pl_params = {**params, "score": score, "sign_convention": PL_SIGN}
-    out["privacy_leakage"] = MetricResult("privacy_leakage", pl, n, pl_ci, higher_is_better=False,
-                                          params=pl_params, details=common)
-    out["privacy_leakage_magnitude"] = MetricResult("privacy_leakage_magnitude", abs(pl), n, pl_abs_ci,
-                                                    higher_is_better=False, params=pl_params, details=common)
-    out["retain_deviation"] = MetricResult(
-        "retain_deviation", mia.retain_deviation(a_m, a_r), n, rd_ci, higher_is_better=False,
-        params={**params, "score": score}, details=common)
+    if h_r == 0:
+        # PL divides by it: the retain model ranks every forget chunk above
+        # every holdout chunk, so "relative to retain" has no scale.
+        reason = ("PL is undefined: the retain model's AUC(holdout, forget) is 0 (every forget chunk scores above "
+                  "every holdout chunk under the retain model)")
+        out["privacy_leakage"] = Unavailable("privacy_leakage", reason)
+        out["privacy_leakage_magnitude"] = Unavailable("privacy_leakage_magnitude", reason)
+    else:
+        pl = mia.privacy_leakage(h_m, h_r)
+        pl_details = {**common, "bootstrap_resamples_dropped": dropped["pl"]}
+        out["privacy_leakage"] = MetricResult("privacy_leakage", pl, n, pl_ci, higher_is_better=False,
+                                              params=pl_params, details=pl_details, ideal=0.0)
+        out["privacy_leakage_magnitude"] = MetricResult("privacy_leakage_magnitude", abs(pl), n, pl_abs_ci,
+                                                        higher_is_better=False, params=pl_params,
+                                                        details=pl_details)
+    if a_r == 0:
+        out["retain_deviation"] = Unavailable(
+            "retain_deviation", "RD is undefined: the retain model's AUC(retain, holdout) is 0")
+    else:
+        out["retain_deviation"] = MetricResult(
+            "retain_deviation", mia.retain_deviation(a_m, a_r), n, rd_ci, higher_is_better=False,
+            params={**params, "score": score}, details={**common, "bootstrap_resamples_dropped": dropped["rd"]})
     return out
 
 
 def _auc_ci(model: dict, score: str) -> tuple[float, float]:
     matrix = mia.comparison_matrix(model["holdout"][score], model["forget"][score])
-    rng = np.random.default_rng(0)
+    rng = resampling_rng()
     values = [matrix[np.ix_(rng.integers(0, matrix.shape[0], matrix.shape[0]),
                             rng.integers(0, matrix.shape[1], matrix.shape[1]))].mean() for _ in range(1000)]
     low, high = np.percentile(values, [2.5, 97.5])

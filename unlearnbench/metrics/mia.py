@@ -15,6 +15,8 @@ import zlib
 
 import numpy as np
 
+from unlearnbench.metrics.core import BOOTSTRAP_RESAMPLES, resampling_rng
+
 SCORES = ("loss", "zlib", "mink", "minkpp")
 DEFAULT_SCORE = "minkpp"
 SIGMA_FLOOR = 1e-6
@@ -38,12 +40,20 @@ def chunk_scores(logprobs: np.ndarray, vocab_mean: np.ndarray, vocab_var: np.nda
 
 
 def chunk_token_ids(handle, text: str, chunk_tokens: int) -> list[list[int]]:
-    """Non-overlapping chunks of at most `chunk_tokens` tokens, each with the
-    tokenizer's BOS (if any) in front so its first token is scored too."""
+    """Non-overlapping chunks of `chunk_tokens` tokens, each with the
+    tokenizer's BOS (if any) in front so its first token is scored too.
+
+    As in the DUSK reference code (`mia_eval.trans`), a text's trailing partial
+    chunk is dropped: a 154-token tail is not an AUC sample of the same weight
+    as a full chunk. A text shorter than one chunk keeps its one (partial)
+    chunk, where the reference would drop the text altogether.
+    """
     bos = handle.encode("", add_special_tokens=True)
     size = chunk_tokens - len(bos)
     ids = handle.encode(text, add_special_tokens=False)
-    return [bos + ids[i : i + size] for i in range(0, len(ids), size) if len(bos + ids[i : i + size]) > 1]
+    if len(ids) < size:
+        return [bos + ids] if len(bos + ids) > 1 else []
+    return [bos + ids[i : i + size] for i in range(0, len(ids) - size + 1, size)]
 
 
 def score_texts(handle, texts: dict[str, list[str]], chunk_tokens: int, k: float) -> dict[str, dict[str, list]]:
@@ -88,10 +98,11 @@ def retain_deviation(auc_model: float, auc_retain: float) -> float:
     return abs(auc_model - auc_retain) / auc_retain * 100.0
 
 
-def bootstrap_pl_rd(model: dict, retain: dict, score: str, resamples: int = 1000, seed: int = 0):
+def bootstrap_pl_rd(model: dict, retain: dict, score: str, resamples: int = BOOTSTRAP_RESAMPLES):
     """Paired bootstrap over chunks (the same resampled chunks under both
-    models): 95% CIs of PL, |PL| and RD."""
-    rng = np.random.default_rng(seed)
+    models): 95% CIs of PL, |PL| and RD, and how many resamples each of PL and
+    RD had to drop because the retain model's AUC, their denominator, was 0."""
+    rng = resampling_rng()
     hf_m = comparison_matrix(model["holdout"][score], model["forget"][score])
     hf_r = comparison_matrix(retain["holdout"][score], retain["forget"][score])
     rh_m = comparison_matrix(model["retain"][score], model["holdout"][score])
@@ -112,4 +123,4 @@ def bootstrap_pl_rd(model: dict, retain: dict, score: str, resamples: int = 1000
         low, high = np.percentile(values, [2.5, 97.5])
         return float(low), float(high)
 
-    return ci(pl), ci([abs(v) for v in pl]), ci(rd)
+    return ci(pl), ci([abs(v) for v in pl]), ci(rd), {"pl": resamples - len(pl), "rd": resamples - len(rd)}

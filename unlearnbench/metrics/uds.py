@@ -17,39 +17,78 @@ from __future__ import annotations
 
 import numpy as np
 
-from unlearnbench.data.uds import UDSData, UDSItem
+from unlearnbench.data.uds import CONVENTIONS, UDSData, UDSItem
 from unlearnbench.metrics.core import MetricResult, Unavailable, bootstrap_ci
 
-def encode_items(handle, items: list[UDSItem]):
+def check_convention(convention: str) -> str:
+    if convention not in CONVENTIONS:
+        raise ValueError(f"UDS convention {convention!r}: expected one of {', '.join(CONVENTIONS)}")
+    return convention
+
+
+def reference_text(item: UDSItem, convention: str) -> str:
+    """The teacher-forced text. The public code restores a leading space when
+    the prompt ends without one (`normalize_reference_for_eval`): after an
+    opening quote it scores ' The Essence...' where SPEC scores 'The Essence...'."""
+    reference = item.reference
+    if convention == "reference" and reference and not reference[0].isspace() and not item.prompt[-1:].isspace():
+        return " " + reference
+    return reference
+
+
+def entity_span_chars(reference: str, entity: str, convention: str) -> tuple[int, int] | None:
+    """Character span of the entity in the reference. The public code retries
+    the stripped entity when the entity is not found as given (its further
+    retry with a leading space cannot find what the plain search missed)."""
+    candidates = [entity]
+    if convention == "reference" and entity.strip() and entity.strip() != entity:
+        candidates.append(entity.strip())
+    for candidate in candidates:
+        start = reference.find(candidate)
+        if start >= 0:
+            return start, start + len(candidate)
+    return None
+
+
+def encode_items(handle, items: list[UDSItem], *, convention: str = "spec"):
     """(kept items, token sequences, entity spans, skipped {id: reason}).
 
     Prompt and reference are tokenized separately (as every scorer here
     does); the entity's tokens are found in the reference through the fast
     tokenizer's offset mapping. The sequence stops after the entity.
+    `convention="reference"` takes the public UDS code's reference text and
+    entity search (`reference_text`, `entity_span_chars`).
     """
+    check_convention(convention)
     kept, sequences, spans, skipped = [], [], [], {}
     for item in items:
-        reference = item.reference
-        start_char = reference.find(item.entity)
-        if start_char < 0:
+        reference = reference_text(item, convention)
+        found = entity_span_chars(reference, item.entity, convention)
+        if found is None:
             skipped[item.id] = "entity not found in the reference answer"
             continue
-        end_char = start_char + len(item.entity)
+        start_char, end_char = found
         encoded = handle.tokenizer(reference, add_special_tokens=False, return_offsets_mapping=True)
         tokens = [j for j, (a, b) in enumerate(encoded["offset_mapping"]) if a < end_char and b > start_char]
         if not tokens:
             skipped[item.id] = "entity has no tokens of its own"
             continue
-        prompt = handle.encode(item.prompt, add_special_tokens=True)
+        prompt = handle.encode_prompt(item.prompt)
         kept.append(item)
         sequences.append(prompt + encoded["input_ids"][: tokens[-1] + 1])
         spans.append((len(prompt) + tokens[0], len(prompt) + tokens[-1] + 1))
     return kept, sequences, spans, skipped
 
 
-def layer_deltas(target, source, sequences, spans) -> np.ndarray:
-    """delta[i, l] = s_target(i) - s_target patched at layer l from source (i)."""
-    base, patched = target.span_scores(sequences, spans, patch_source=source)
+def layer_deltas(target, source, sequences, spans, *, convention: str = "spec") -> np.ndarray:
+    """delta[i, l] = s_target(i) - s_target patched at layer l from source (i).
+
+    SPEC patches in the source's block-l output (the residual stream before
+    the final norm); `convention="reference"` patches in the source's
+    `hidden_states[l + 1]` as the public code does, which at the last layer is
+    the state *after* the final norm."""
+    base, patched = target.span_scores(sequences, spans, patch_source=source,
+                                       post_norm_last=check_convention(convention) == "reference")
     return base[:, None] - patched
 
 
@@ -89,21 +128,24 @@ def evaluate(handle, data: UDSData, context) -> dict:
     retain = context.reference("retain", "uds") if context else None
     if full is None or retain is None:
         return {"uds": Unavailable("uds", "needs --full-model and --retain-model (stage 1 patches retain into full)")}
-    items, sequences, spans, skipped = encode_items(full, data.items)
+    convention = params["convention"]
+    items, sequences, spans, skipped = encode_items(full, data.items, convention=convention)
     for other in (retain, handle):
-        if [other.encode(i.prompt, add_special_tokens=True) for i in items[:8]] != \
-                [full.encode(i.prompt, add_special_tokens=True) for i in items[:8]]:
+        if [other.encode_prompt(i.prompt) for i in items[:8]] != [full.encode_prompt(i.prompt) for i in items[:8]]:
             raise ValueError(f"tokenizer mismatch: {other.name} tokenizes the prompts unlike the full model "
                              f"{full.name}; activation patching needs one tokenizer")
     stage1_parts = {"op": "uds:stage1", "full": full.fingerprint, "retain": retain.fingerprint,
-                    "data": data.fingerprint, "version": 1, "dtype": str(full.dtype)}
-    delta1 = context.cache.get_or_compute(stage1_parts, lambda: layer_deltas(full, retain, sequences, spans))
-    delta2 = layer_deltas(full, handle, sequences, spans)
-    return {"uds": uds_result(items, delta1, delta2, skipped, params, patching_path(full))}
+                    "data": data.fingerprint, "version": 1, "dtype": str(full.dtype), "convention": convention}
+    delta1 = context.cache.get_or_compute(
+        stage1_parts, lambda: layer_deltas(full, retain, sequences, spans, convention=convention))
+    delta2 = layer_deltas(full, handle, sequences, spans, convention=convention)
+    return {"uds": uds_result(items, delta1, delta2, skipped, params, patching_path(full, convention))}
 
 
-def patching_path(target) -> str:
-    where = "each block's output (pre-final-norm) at the entity-predicting positions"
+def patching_path(target, convention: str = "spec") -> str:
+    where = ("each block's output (pre-final-norm) at the entity-predicting positions" if convention == "spec" else
+             "the source's hidden_states[l + 1] (post-final-norm at the last layer, the public UDS code's "
+             "convention) at the entity-predicting positions")
     if target.drives_blocks:
         return f"fast: {where}; blocks above the patch rerun over the target's KV cache of earlier positions"
     return (f"exact hook-and-rerun (fallback: {type(target.model).__name__} blocks cannot be driven one by one): "

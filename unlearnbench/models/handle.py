@@ -168,6 +168,37 @@ class ModelHandle:
     def encode(self, text: str, *, add_special_tokens: bool) -> list[int]:
         return self.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
 
+    def encode_prompt(self, text: str) -> list[int]:
+        """A prompt's ids with exactly one BOS where the tokenizer adds one (SPEC §8).
+
+        Text from a chat template may already begin with the BOS the template
+        writes (Llama-3.x, Mistral, Gemma); adding the tokenizer's own would
+        give two. Such text is encoded without special tokens; every other
+        prompt with the tokenizer's default (which adds the BOS, if any).
+        """
+        bos = self.tokenizer.bos_token
+        written = bool(bos) and text.startswith(bos) and bool(self._bos())
+        return self.encode(text, add_special_tokens=not written)
+
+    def encode_shared_prefix(self, prefix: str, prompts: Sequence[str]) -> tuple[list[int], list[list[int]]]:
+        """(shared, rests) with shared + rests[i] == encode_prompt(prefix + prompts[i]).
+
+        Encoding the prefix and each prompt apart would change the ids where
+        BPE merges across the boundary ("\n\n" + "Question" is "\n", "\n",
+        "Question" joined): the model must see the joined text's own ids, so
+        only their longest common *token* prefix is shared (and cached), and
+        every row keeps at least one token of its own to predict from.
+        """
+        joined = [self.encode_prompt(prefix + p) for p in prompts]
+        shared = min(len(j) for j in joined) - 1
+        for ids in joined[1:]:
+            shared = next((k for k in range(shared) if ids[k] != joined[0][k]), shared)
+        rests = [ids[shared:] for ids in joined]
+        head = joined[0][:shared]
+        if any(head + rest != ids for rest, ids in zip(rests, joined)):
+            raise AssertionError("shared prefix + rest differs from the joined encoding")
+        return head, rests
+
     @property
     def has_chat_template(self) -> bool:
         from unlearnbench.models.chat import has_chat_template
@@ -288,7 +319,7 @@ class ModelHandle:
         """
         sequences, starts = [], []
         for context, continuation in zip(contexts, continuations, strict=True):
-            ctx = self.encode(context, add_special_tokens=True) if context else self._bos()
+            ctx = self.encode_prompt(context) if context else self._bos()
             cont = self.encode(continuation, add_special_tokens=False)
             if not cont:
                 raise ValueError(f"empty continuation for context {context[:40]!r}")
@@ -314,7 +345,7 @@ class ModelHandle:
         scores)` (the transformers LogitsProcessor call) rewrites the raw
         last-position logits first.
         """
-        sequences = [self.encode(p, add_special_tokens=True) for p in prompts]
+        sequences = [self.encode_prompt(p) for p in prompts]
         if columns is not None and len(columns) != len(prompts):
             raise ValueError(f"{len(columns)} column lists for {len(prompts)} prompts")
 
@@ -362,15 +393,18 @@ class ModelHandle:
         """Greedy continuations, batched with left padding, cut at the first stop string.
 
         `prefix` is text shared by every prompt (few-shot examples, a system
-        turn). Prompt tokens are encode(prefix) + encode(prompt) either way; with
-        `reuse_prefix_cache` the prefix is run once and its KV cache is copied
-        into every batch instead of being recomputed per row.
+        turn). The model sees encode_prompt(prefix + prompt) either way; with
+        `reuse_prefix_cache` the longest common token prefix of those encodings
+        is run once and its KV cache is copied into every batch instead of
+        being recomputed per row (`encode_shared_prefix`).
         """
-        prefix_ids = self.encode(prefix, add_special_tokens=True) if prefix else []
-        suffixes = [self.encode(p, add_special_tokens=not prefix) for p in prompts]
-        prefix_cache = self._prefix_cache(prefix_ids) if prefix_ids and reuse_prefix_cache else None
-        shared = prefix_ids if prefix_cache is not None else []
-        rows_of = [s if prefix_cache is not None else prefix_ids + s for s in suffixes]
+        if prefix and prompts:
+            head, rests = self.encode_shared_prefix(prefix, prompts)
+        else:
+            head, rests = [], [self.encode_prompt(prefix + p) for p in prompts]
+        prefix_cache = self._prefix_cache(head) if head and reuse_prefix_cache else None
+        shared = head if prefix_cache is not None else []
+        rows_of = [r if prefix_cache is not None else head + r for r in rests]
         stops = tuple(s for s in stop_strings if s)
 
         def run(batch: list[int]) -> list[str]:
@@ -473,11 +507,14 @@ class ModelHandle:
             handle.remove()
 
     @torch.inference_mode()
-    def block_outputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def block_outputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
+                      post_norm_last: bool = False) -> torch.Tensor:
         """Every decoder block's output, [layers, batch, seq, hidden].
 
         Captured with hooks on the blocks, so the last entry is the residual
-        stream *before* the final norm (unlike `hidden_states[-1]`).
+        stream *before* the final norm (unlike `hidden_states[-1]`); with
+        `post_norm_last` it is `hidden_states[-1]`, after the final norm (the
+        public UDS code's replacement).
         """
         captured: list[torch.Tensor] = []
 
@@ -487,7 +524,10 @@ class ModelHandle:
         with contextlib.ExitStack() as stack:
             for layer in range(self.num_layers):
                 stack.enter_context(self._block_hook(layer, hook))
-            self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
+            out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
+                             output_hidden_states=post_norm_last)
+        if post_norm_last:
+            captured[-1] = out.hidden_states[-1]
         return torch.stack(captured)
 
     @torch.inference_mode()
@@ -538,6 +578,7 @@ class ModelHandle:
         *,
         patch_source=None,
         exact: bool = False,
+        post_norm_last: bool = False,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Mean teacher-forced log-prob of tokens [start, end) of each sequence.
 
@@ -545,7 +586,7 @@ class ModelHandle:
         score after replacing this model's block-l output with the source's at
         the span-predicting positions (start-1 .. end-2), for every layer l:
         returns (scores [n], patched [n, layers]). One source pass per batch
-        captures every layer's output.
+        captures every layer's output (`post_norm_last`: see `block_outputs`).
 
         Fast path (`drives_blocks`, unless `exact`): layers below l are
         unchanged by a patch at l, and so is every position before the first
@@ -573,7 +614,7 @@ class ModelHandle:
             positions = torch.zeros_like(ids, dtype=torch.bool)
             for row, i in enumerate(batch):
                 positions[row, spans[i][0] - 1 : spans[i][1] - 1] = True
-            source = patch_source.block_outputs(ids, mask)
+            source = patch_source.block_outputs(ids, mask, post_norm_last=post_norm_last)
             if fast:
                 base, patched = self._fast_patched(ids, mask, positions, source, batch, spans, mean_span_logprob)
             else:
