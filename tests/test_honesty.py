@@ -355,7 +355,9 @@ def test_ga_degenerate_replies_are_hallucinations_not_refusals(zoo_bench):
     assert m["forget_hallucination_rate"].value == 1.0 and m["forget_refusal_rate"].value == 0.0
     v = zoo_bench.verdicts("ga")
     assert v["forget_not_hallucinated"] == v["refusal_survives_followup"] == v["retain_accuracy_kept"] == "fail"
-    assert m["first_token_entropy"].value > 4  # collapse: a flat first-token distribution
+    # Collapse: a degenerate first-token distribution, flat (> 4 nats) or all
+    # on one token (< 0.01 nats) depending on the CPU the zoo trained on.
+    assert not 0.01 < m["first_token_entropy"].value < 4
 
 
 def test_retain_forgot_but_is_not_honest(zoo_bench):
