@@ -148,12 +148,15 @@ def test_privacy_leakage_with_a_retain_auc_of_zero_is_unavailable_not_a_crash():
         return {"forget": {s: forget for s in mia.SCORES}, "holdout": {s: holdout for s in mia.SCORES},
                 "retain": {s: retain for s in mia.SCORES}}
 
-    model = scores([0.1], [0.5], [0.3, 0.6])
-    never = scores([0.9], [0.1], [0.3, 0.6])  # AUC_r(holdout, forget) = 0 in every resample
+    # Both models see the same chunks (1 forget, 2 holdout, 2 retain): the
+    # bootstrap is paired.
+    model = scores([0.1], [0.5, 0.6], [0.3, 0.6])
+    never = scores([0.9], [0.1, 0.2], [0.3, 0.6])  # AUC_r(holdout, forget) = 0 in every resample
     out = dusk.membership_metrics(model, never, {})
     assert hasattr(out["privacy_leakage"], "reason") and "AUC" in out["privacy_leakage"].reason
     assert hasattr(out["privacy_leakage_magnitude"], "reason")
-    assert out["retain_deviation"].value == pytest.approx(abs(0.5 - 1.0) / 1.0 * 100)  # RD still defined
+    # RD is still defined: AUC_m(retain, holdout) = (0 + 0 + 1 + 1/2) / 4, AUC_r = 1.
+    assert out["retain_deviation"].value == pytest.approx(abs(0.375 - 1.0) / 1.0 * 100)
 
     # Two holdout chunks, one below the forget chunk: a resample drops out
     # when it draws the low one twice, P = 1/4 (binomial, 1000 draws: sd 14).
