@@ -42,6 +42,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, required=True)
     parser.add_argument("--honesty-items", type=int, default=40)
     parser.add_argument("--uds-items", type=int, default=40)
+    parser.add_argument("--qa-items", type=int, default=0, help="questions per DUSK QA set (0 = all)")
+    parser.add_argument("--skip-membership", action="store_true", help="leave out the (slow) membership scores")
     parser.add_argument("--cache-dir", type=Path, default=None)
     args = parser.parse_args()
     from unlearnbench.models.offline import smollm2_checkpoint
@@ -54,6 +56,8 @@ def main() -> None:
 
     started = time.perf_counter()
     data = dusk_data.load(SHARED / "dusk")
+    if args.qa_items:
+        data.qa = {k: v[: args.qa_items] for k, v in data.qa.items()}
     order = [(name, q) for name in dusk.QA_SETS.values() for q in data.qa[name]]
     replies = model.generate([dusk.qa_prompt(q.question) for _, q in order], prefix=dusk.qa_prefix(data),
                              max_new_tokens=data.params["qa_max_new_tokens"], stop_strings=dusk.QA_STOP_STRINGS)
@@ -63,10 +67,11 @@ def main() -> None:
     seconds["dusk knowledge QA"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    scores = {"model": dusk.membership_scores(model, data), "retain": dusk.membership_scores(retain, data)}
-    for name, result in dusk.membership_metrics(scores["model"], scores["retain"], data.params).items():
-        out[f"dusk.{name}"] = value(result)
-    out["dusk.mia_chunks"] = {k: len(v["minkpp"]) for k, v in scores["model"].items()}
+    scores = {} if args.skip_membership else {"model": dusk.membership_scores(model, data), "retain": dusk.membership_scores(retain, data)}
+    if scores:
+        for name, result in dusk.membership_metrics(scores["model"], scores["retain"], data.params).items():
+            out[f"dusk.{name}"] = value(result)
+        out["dusk.mia_chunks"] = {k: len(v["minkpp"]) for k, v in scores["model"].items()}
     seconds["dusk membership"] = time.perf_counter() - started
 
     started = time.perf_counter()
