@@ -13,6 +13,7 @@ noise-perturbed copies of SmolLM2, as in `uds_bench.py`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import json
 import sys
@@ -57,7 +58,7 @@ def main() -> None:
     started = time.perf_counter()
     data = dusk_data.load(SHARED / "dusk")
     if args.qa_items:
-        data.qa = {k: v[: args.qa_items] for k, v in data.qa.items()}
+        data = dataclasses.replace(data, qa={k: v[: args.qa_items] for k, v in data.qa.items()})
     order = [(name, q) for name in dusk.QA_SETS.values() for q in data.qa[name]]
     replies = model.generate([dusk.qa_prompt(q.question) for _, q in order], prefix=dusk.qa_prefix(data),
                              max_new_tokens=data.params["qa_max_new_tokens"], stop_strings=dusk.QA_STOP_STRINGS)
