@@ -30,7 +30,7 @@ def test_key_depends_on_every_part():
 def test_corrupted_entry_is_recomputed_not_trusted(tmp_path):
     cache = DiskCache(tmp_path)
     cache.get_or_compute(PARTS, lambda: "good")
-    (entry,) = (tmp_path / "results").rglob("*.pkl")
+    (entry,) = (tmp_path / "results").rglob("*.npz")
     blob = bytearray(entry.read_bytes())
     blob[-3] ^= 0xFF
     entry.write_bytes(bytes(blob))
@@ -42,7 +42,7 @@ def test_corrupted_entry_is_recomputed_not_trusted(tmp_path):
 
 def test_truncated_entry_is_recomputed(tmp_path):
     DiskCache(tmp_path).get_or_compute(PARTS, lambda: list(range(1000)))
-    (entry,) = (tmp_path / "results").rglob("*.pkl")
+    (entry,) = (tmp_path / "results").rglob("*.npz")
     entry.write_bytes(entry.read_bytes()[:50])
     cache = DiskCache(tmp_path)
     assert cache.get_or_compute(PARTS, lambda: "new") == "new" and cache.stats.corrupt == 1

@@ -31,7 +31,7 @@ def test_missing_path(tmp_path):
 
 def test_unresolvable_hub_id_offline():
     with pytest.raises(CheckpointError, match="not a local path, and not resolvable as a Hugging Face Hub id"):
-        resolve("unlearnbench-tests/does-not-exist")
+        resolve("hf:unlearnbench-tests/does-not-exist")
 
 
 def test_directory_without_config(tmp_path):

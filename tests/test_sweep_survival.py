@@ -114,10 +114,10 @@ def test_a_crashed_worker_costs_only_its_checkpoint(project, cache_dir, smoke_lm
     assert values(report, "lm") == values(alone_report, "lm")
     assert values(report, "untrained") == values(alone_report, "untrained")
     lost = report["checkpoints"]["crash"]["lost"]
-    assert lost["reason"].startswith("worker gw") and "crashed while running" in lost["reason"]
+    assert lost["reason"].startswith("worker 'gw") and "crashed while running" in lost["reason"]
     assert len(lost["tests"]) == 3  # every smoke check of that checkpoint, run once, not retried
     assert "maximum crashed workers reached" not in result.stdout.str()
-    result.stdout.fnmatch_lines(["*checkpoint crash lost: worker gw* crashed*"])
+    result.stdout.fnmatch_lines(["*checkpoint crash lost: worker 'gw*' crashed while running*"])
 
 
 def weights_only_refused(source: Path, target: Path) -> Path:

@@ -6,6 +6,11 @@ operation, parameters, metric-code version). Entries are written atomically
 not verify is recomputed and overwritten, never trusted. Concurrent pytest-xdist
 workers asking for the same key wait on a per-key `flock`, so the work is done
 once and the others read it.
+
+An entry holds data only, never code: JSON for the structure and `.npy`
+arrays, together in one `.npz` read with `allow_pickle=False`, so a cache
+directory on a shared file system is not a way to run code in someone else's
+evaluation (a pickle would be).
 """
 
 from __future__ import annotations
@@ -14,15 +19,17 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import io
 import os
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy as np
+
 from unlearnbench.atomic import atomic_write_bytes
 
-MAGIC = b"UNLEARNBENCH-CACHE-1\n"
+MAGIC = b"UNLEARNBENCH-CACHE-2\n"
 DEFAULT_CACHE_DIR = Path(os.environ.get("UNLEARNBENCH_CACHE_DIR", "~/.cache/unlearnbench")).expanduser()
 
 
@@ -59,7 +66,7 @@ class DiskCache:
         self.stats = CacheStats()
 
     def _path(self, key: str) -> Path:
-        return self.root / "results" / key[:2] / f"{key}.pkl"
+        return self.root / "results" / key[:2] / f"{key}.npz"
 
     def get_or_compute(self, parts: dict, compute: Callable[[], Any]) -> Any:
         """The cached value for `parts`, computing and storing it on a miss."""
@@ -92,7 +99,11 @@ class DiskCache:
 
     @staticmethod
     def _write(path: Path, parts: dict, value: Any) -> None:
-        payload = pickle.dumps({"parts": parts, "value": value}, protocol=pickle.HIGHEST_PROTOCOL)
+        arrays: dict[str, np.ndarray] = {}
+        structure = json.dumps({"parts": parts, "value": _encode(value, arrays)}, default=str)
+        buffer = io.BytesIO()
+        np.savez(buffer, __json__=np.frombuffer(structure.encode(), dtype=np.uint8), **arrays)
+        payload = buffer.getvalue()
         digest = hashlib.sha256(payload).hexdigest().encode()
         atomic_write_bytes(path, MAGIC + digest + b"\n" + payload)
 
@@ -106,7 +117,47 @@ class DiskCache:
         try:
             if not blob.startswith(MAGIC) or hashlib.sha256(payload).hexdigest().encode() != digest:
                 raise ValueError("checksum mismatch")
-            return True, pickle.loads(payload)["value"]
+            with np.load(io.BytesIO(payload), allow_pickle=False) as stored:
+                arrays = {name: stored[name] for name in stored.files}
+            return True, _decode(json.loads(arrays.pop("__json__").tobytes())["value"], arrays)
         except Exception:  # noqa: BLE001 - anything unreadable is corrupt: recompute
             self.stats.corrupt += count_corrupt
             return False, None
+
+
+def _encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
+    """`value` as JSON, arrays moved into `arrays` (tagged objects keep tuples,
+    arrays and non-string keys); anything else is refused, never pickled."""
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            raise TypeError("cannot cache an object array")
+        name = f"a{len(arrays)}"
+        arrays[name] = value
+        return {"__ndarray__": name}
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, tuple):
+        return {"__tuple__": [_encode(v, arrays) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v, arrays) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) and not k.startswith("__") for k in value):
+            return {k: _encode(v, arrays) for k, v in value.items()}
+        return {"__items__": [[_encode(k, arrays), _encode(v, arrays)] for k, v in value.items()]}
+    raise TypeError(f"cannot cache a {type(value).__name__}: only JSON values, tuples and numeric arrays")
+
+
+def _decode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
+    if isinstance(value, list):
+        return [_decode(v, arrays) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "__ndarray__" in value:
+        return arrays[value["__ndarray__"]]
+    if "__tuple__" in value:
+        return tuple(_decode(v, arrays) for v in value["__tuple__"])
+    if "__items__" in value:
+        return {_decode(k, arrays): _decode(v, arrays) for k, v in value["__items__"]}
+    return {k: _decode(v, arrays) for k, v in value.items()}

@@ -30,3 +30,8 @@ class DataError(UnlearnbenchError):
         self.problem = problem
         where = f":{line}" if line is not None else ""
         super().__init__(f"data {self.path}{where}: {problem}")
+
+
+class NonFiniteOutputError(CheckpointError):
+    """The model computed NaN or inf: an error of that checkpoint (its weights),
+    never a number that reaches a verdict."""

@@ -57,15 +57,50 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="a previous report to compare with (see --fail-on-regression)")
     group.addoption("--fail-on-regression", action="append", default=[], metavar="[SUITE.]METRIC:DELTA",
                     help="fail when METRIC is worse than in --baseline by more than DELTA; repeatable")
+    group.addoption("--report-items", type=_positive_int, default=None, metavar="N",
+                    help="keep at most N items' values and generations per metric in the report (values and CIs "
+                         "still cover every item); default: all")
     group.addoption("--no-progress", action="store_true",
                     help="do not print progress lines (model loading, generation, patching) to stderr")
+
+
+def _positive_int(text: str) -> int:
+    import argparse
+
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
+    return int(text)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}(suite): an unlearnbench suite test, parametrized over checkpoints"
     )
+    _validate_inputs(config)
     _prefer_loadgroup(config)
+
+
+def _validate_inputs(config: pytest.Config) -> None:
+    """What the command line names, checked before collection (cheap: no torch):
+    an `ERROR:` line and exit 4, never a traceback after the work."""
+    from unlearnbench.errors import UnlearnbenchError
+    from unlearnbench.models.checkpoint import CheckpointSpec, discover, split_name
+    from unlearnbench.report.baseline import RegressionRule
+    from unlearnbench.suites import SUITES
+
+    try:
+        for entry in config.getoption("model"):
+            CheckpointSpec.parse(entry)
+        for directory in config.getoption("model_dir"):
+            discover(directory)
+        for entry in config.getoption("data_dir"):
+            suite, _ = split_name(entry)
+            if suite and suite not in SUITES:
+                raise UnlearnbenchError(f"--data-dir {entry}: unknown suite '{suite}' (known: {', '.join(SUITES)})")
+        for rule in config.getoption("fail_on_regression"):
+            RegressionRule.parse(rule)
+    except UnlearnbenchError as exc:
+        raise pytest.UsageError(str(exc)) from None
     state = PluginState(config)
     config.stash[_STATE] = state
     config.pluginmanager.register(state, "unlearnbench-state")
@@ -120,7 +155,7 @@ class PluginState:
         """BenchOptions from the command line (parsing only; raises UsageError)."""
         from unlearnbench.cache import DEFAULT_CACHE_DIR
         from unlearnbench.errors import UnlearnbenchError
-        from unlearnbench.models.checkpoint import CheckpointSpec
+        from unlearnbench.models.checkpoint import CheckpointSpec, split_name
         from unlearnbench.session import BenchOptions
         from unlearnbench.suites import SUITES
 
@@ -133,8 +168,8 @@ class PluginState:
                 raise UnlearnbenchError(f"--device must be auto, cpu, cuda or cuda:N, not {opt('device')!r}")
             data_dirs = {}
             for entry in opt("data_dir"):
-                suite, sep, directory = entry.partition("=")
-                data_dirs[suite if sep else "*"] = directory if sep else suite
+                suite, directory = split_name(entry)
+                data_dirs[suite or "*"] = directory
             suite_options: dict[str, dict[str, str]] = {}
             for entry in opt("suite_option"):
                 key, sep, value = entry.partition("=")
@@ -249,6 +284,28 @@ class PluginState:
         return CheckpointScheduling(config, log, names)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report, sched) -> None:
+        """xdist controller: a worker died running `crashitem`. The scheduler
+        dropped the rest of that checkpoint's tests (they would only kill the
+        next worker too); they are reported failed here, and the report names
+        the lost checkpoint."""
+        from unlearnbench.report.schema import add_lost
+
+        lost = getattr(sched, "lost", {}).get(crashitem)
+        if lost is None:
+            return
+        name, tests = lost
+        reason = str(report.longrepr)
+        for nodeid in tests:
+            if nodeid != crashitem:
+                self.config.hook.pytest_runtest_logreport(report=pytest.TestReport(
+                    nodeid=nodeid, location=(nodeid.split("::")[0], None, nodeid), keywords={}, outcome="failed",
+                    longrepr=f"checkpoint {name} lost: {reason}; its other tests were not run", when="call"))
+        if self.report is None:
+            self.report = _new_report(self.config, self.bench_options())
+        add_lost(self.report, name, reason, tests)
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:
         """xdist controller: add a finished worker's cache counters."""
         self._add_cache_stats(getattr(node, "workeroutput", {}).get("unlearnbench_cache"))
@@ -278,10 +335,12 @@ class PluginState:
         if self.report_path is None:
             return
         from unlearnbench.report.leaderboard import leaderboard_lines
-        from unlearnbench.report.schema import summary_lines
+        from unlearnbench.report.schema import attention_lines, summary_lines
 
         terminalreporter.section("unlearnbench")
         for line in summary_lines(self.report):
+            terminalreporter.write_line(line)
+        for line in attention_lines(self.report):
             terminalreporter.write_line(line)
         terminalreporter.write_line("")
         terminalreporter.write_line(f"leaderboard ({self.report['leaderboard']['rule']}):")
@@ -396,6 +455,9 @@ class Gate:
     def check(self, name: str | None = None):
         """Judge check `name` (default: the test's name without `test_`),
         record the verdict for the report, then skip, fail or pass the test."""
+        from unlearnbench.errors import UnlearnbenchError
+        from unlearnbench.report.schema import cap_items
+
         name = name or self.node.originalname.removeprefix("test_")
         bench = self.state.bench
         record = {
@@ -407,6 +469,14 @@ class Gate:
         }
         try:
             verdict, run = bench.judge(self.checkpoint, self.suite, name)
+        except UnlearnbenchError as exc:
+            # A broken checkpoint, model or input: one line, not a traceback
+            # through our internals (--tb=long still shows it).
+            record["error"] = str(exc)
+            self._send(record)
+            if self.state.config.getoption("tbstyle") == "long":
+                raise
+            pytest.fail(str(exc), pytrace=False)
         except Exception as exc:
             record["error"] = f"{type(exc).__name__}: {exc}"
             self._send(record)
@@ -417,15 +487,19 @@ class Gate:
         key = (self.checkpoint.name, self.suite)
         if key not in self.state.sent_metrics:  # metrics travel once per checkpoint and suite
             self.state.sent_metrics.add(key)
-            record["metrics"] = {k: m.to_dict() for k, m in run.metrics.items()}
+            limit = self.state.config.getoption("report_items")
+            record["metrics"] = {k: cap_items(m.to_dict(), limit) if limit else m.to_dict()
+                                 for k, m in run.metrics.items()}
             record["data"] = run.data
             record["timings"] = {"evaluate_s": round(run.seconds, 3)}
-        if verdict.relative_to and verdict.outcome != "skip":
+        if verdict.relative_to and verdict.outcome not in ("skip", "error"):
             reference = bench.reference(verdict.relative_to, self.suite)
             record["references"] = {verdict.relative_to: reference.describe()}
         self._send(record)
         if verdict.outcome == "skip":
             pytest.skip(verdict.reason)
+        if verdict.outcome == "inconclusive":  # never a pass; --strict-ci made it a failure already
+            pytest.skip(f"{self.checkpoint.name} {self.suite}.{name}: {verdict.reason}")
         if verdict.outcome == "fail":
             pytest.fail(f"{self.checkpoint.name} {self.suite}.{name}: {verdict.reason}\n"
                         f"  rationale: {verdict.rationale}", pytrace=False)

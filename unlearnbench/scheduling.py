@@ -19,6 +19,29 @@ class CheckpointScheduling(LoadGroupScheduling):
         super().__init__(config, log)
         # Longest first, so "ga-step5" wins over "ga" inside "[ga-step5]".
         self.checkpoint_names = sorted(set(checkpoint_names), key=len, reverse=True)
+        # crash item -> (checkpoint, its tests that will not run): read by the
+        # plugin's pytest_handlecrashitem.
+        self.lost: dict[str, tuple[str, list[str]]] = {}
+
+    def remove_node(self, node) -> str | None:
+        """As xdist's, except for the work unit that was running when the
+        worker died: xdist puts it back in the queue, so the next worker runs
+        the same checkpoint and dies the same way until the restart limit ends
+        the whole run. Here that checkpoint's unit is dropped (recorded in
+        `lost`); the dead worker's other, unstarted units are rescheduled."""
+        workload = self.assigned_work.pop(node)
+        crashed = next(((scope, nodeid) for scope, unit in workload.items()
+                        for nodeid, completed in unit.items() if not completed), None)
+        if crashed is None:
+            return None
+        scope, crashitem = crashed
+        unit = workload.pop(scope)
+        name = scope.removeprefix("checkpoint:")
+        self.lost[crashitem] = (name, [nodeid for nodeid, completed in unit.items() if not completed])
+        self.workqueue.update({s: u for s, u in workload.items() if not all(u.values())})
+        for other in self.assigned_work:
+            self._reschedule(other)
+        return crashitem
 
     def _split_scope(self, nodeid: str) -> str:
         if nodeid.rfind("@") > nodeid.rfind("]"):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from unlearnbench import progress
 from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache
-from unlearnbench.errors import CheckpointError, UnlearnbenchError
+from unlearnbench.errors import CheckpointError, NonFiniteOutputError, UnlearnbenchError
 from unlearnbench.metrics.core import MetricResult, Unavailable, metric_from_dict, seeded
 from unlearnbench.models.checkpoint import CheckpointSpec, resolve
 from unlearnbench.suites import SUITES, zoo_checkpoints
@@ -54,6 +54,8 @@ class Bench:
         self._data: dict[str, object] = {}
         self._runs: dict[tuple[str, str], SuiteRun] = {}
         self._failures: dict[tuple[str, str], str] = {}
+        self._broken: dict[str, CheckpointError] = {}  # checkpoint name -> why it cannot be evaluated
+        self._refused: dict[tuple[str, str], CheckpointError] = {}  # (checkpoint, suite) found unfit before loading
 
     # ------------------------------------------------------------ validation
     def validate_checkpoints(self) -> None:
@@ -90,7 +92,8 @@ class Bench:
         for suite in suites:
             if suite not in SUITES:
                 raise UnlearnbenchError(f"unknown suite '{suite}' (known: {', '.join(SUITES)})")
-            self.gates[suite] = load_suite_thresholds(thresholds_files[suite], suite, SUITES[suite].metrics)
+            self.gates[suite] = load_suite_thresholds(thresholds_files[suite], suite, SUITES[suite].metrics,
+                                                      SUITES[suite].scale_of)
         if self.options.thresholds_override:
             apply_overrides(
                 self.options.thresholds_override, self.gates, {name: spec.metrics for name, spec in SUITES.items()}
@@ -107,6 +110,29 @@ class Bench:
             from unlearnbench.fixtures import zoo
 
             zoo.build_many(zoo_names, self.options.cache_dir)
+        if "uds" in suites:
+            self._check_patching_tokenizers()
+
+    def _check_patching_tokenizers(self) -> None:
+        """UDS patches activations between models, so they must share the full
+        model's tokenizer: checked from the tokenizer files before any weights
+        load. A retain model that differs stops the run; a checkpoint that
+        differs fails its own UDS checks in one line."""
+        from unlearnbench.models.checkpoint import tokenizer_signature
+
+        full = self.reference_spec("full", "uds")
+        expected = full and tokenizer_signature(self._spec_path(full))
+        if expected is None:
+            return  # no full model (UDS is unavailable) or a GGUF one (checked at run time)
+        retain = self.reference_spec("retain", "uds")
+        if retain is not None and tokenizer_signature(self._spec_path(retain)) not in (None, expected):
+            raise CheckpointError(retain.source, f"--retain-model: its tokenizer differs from the full model's "
+                                  f"({full.source}); UDS patches activations between them and needs one tokenizer")
+        for spec in self.checkpoints("uds"):
+            if tokenizer_signature(self._spec_path(spec)) not in (None, expected):
+                self._refused[(spec.name, "uds")] = CheckpointError(
+                    spec.name, f"its tokenizer differs from the full model's ({full.source}): activation patching "
+                               "needs one tokenizer, so UDS cannot be computed for it")
 
     # ------------------------------------------------------------------ models
     def _spec_path(self, spec: CheckpointSpec) -> str:
@@ -165,13 +191,33 @@ class Bench:
 
     # ----------------------------------------------------------------- metrics
     def run(self, spec: CheckpointSpec, suite: str) -> SuiteRun:
-        """The suite's metrics on a checkpoint, computed once per session."""
+        """The suite's metrics on a checkpoint, computed once per session.
+
+        A checkpoint that cannot load or computes non-finite logits is broken
+        for every suite: its later checks fail at once with the same one-line
+        CheckpointError, and its model is released."""
         key = (spec.name, suite)
+        if spec.name in self._broken:
+            raise self._broken[spec.name]
+        if key in self._refused:
+            raise self._refused[key]
         if key in self._failures:  # one failed evaluation fails its other checks at once
             raise UnlearnbenchError(f"evaluating {suite} on {spec.name} failed earlier: {self._failures[key]}")
         if key not in self._runs:
             try:
-                self._runs[key] = self._evaluate(self.handle(spec), suite)
+                handle = self.handle(spec)
+            except CheckpointError as exc:
+                self._broken[spec.name] = exc
+                raise
+            try:
+                self._runs[key] = self._evaluate(handle, suite)
+            except NonFiniteOutputError as exc:
+                if exc.path != handle.name:  # a reference model's: not this checkpoint's fault
+                    self._failures[key] = str(exc)
+                    raise
+                self._broken[spec.name] = exc
+                self._handles.pop(self._spec_path(spec), None)
+                raise
             except Exception as exc:
                 self._failures[key] = f"{type(exc).__name__}: {exc}"
                 raise
@@ -183,6 +229,8 @@ class Bench:
         if handle is None:
             return None
         key = (f"<{role}>", suite)
+        if key[0] in self._broken:
+            raise self._broken[key[0]]
         if key not in self._runs:
             data = self.data(suite)
             parts = {
@@ -192,7 +240,11 @@ class Bench:
                 "version": SUITES[suite].version,
                 "params": {"dtype": str(handle.dtype), "seed": self.options.seed},
             }
-            stored = self.cache.get_or_compute(parts, lambda: _to_plain(self._evaluate(handle, suite)))
+            try:
+                stored = self.cache.get_or_compute(parts, lambda: _to_plain(self._evaluate(handle, suite)))
+            except NonFiniteOutputError as exc:
+                self._broken[key[0]] = exc  # every check relative to it fails with this line
+                raise
             self._runs[key] = _from_plain(stored)
         return self._runs[key]
 
@@ -222,8 +274,12 @@ class Bench:
             )
         run = self.run(spec, suite)
         reference = self.reference_run(check.relative_to, suite) if check.relative_to else None
+        others = {}
+        if check.requires.get("separated_from") and reference is not None:
+            other = self.reference_run(check.requires["separated_from"], suite)
+            others[check.requires["separated_from"]] = other.metrics if other else None
         verdict = check.judge(
-            run.metrics, reference.metrics if reference else None, strict_ci=self.options.strict_ci
+            run.metrics, reference.metrics if reference else None, strict_ci=self.options.strict_ci, others=others
         )
         return verdict, run
 

@@ -24,6 +24,13 @@ class SuiteSpec:
     default_references: tuple[tuple[str, str], ...] = ()  # (role, zoo recipe)
     default_data: str | None = None  # "zoo": the zoo's data when running the default zoo
     options: tuple[str, ...] = ()  # keys accepted by --suite-option SUITE.KEY=VALUE
+    # The range of each bounded metric: a bound at or past an end of it cannot
+    # separate checkpoints, so such a check is inconclusive (thresholds.py).
+    scales: tuple[tuple[str, float, float], ...] = ()
+
+    @property
+    def scale_of(self) -> dict[str, tuple[float, float]]:
+        return {metric: (low, high) for metric, low, high in self.scales}
 
     def load_data(self, source, options: dict) -> object:
         return _resolve(self.loader)(source, options)
@@ -50,6 +57,14 @@ FAMILY = ("full", "retain", "ga", "graddiff", "npo", "simnpo", "rmu", "idknll")
 DUSK_OPTIONS = ("forget_style", "icl_shots", "qa_max_new_tokens", "verbatim_max_new_tokens",
                 "verbatim_reference_tokens", "mia_chunk_tokens", "mink_k", "embedder")
 HONESTY_OPTIONS = ("max_new_tokens", "followup_max_new_tokens", "max_items")
+UNIT = 0.0, 1.0  # shares, ROUGE, similarity ratios, AUCs
+DUSK_UNIT_METRICS = ("verbatim_rougeL_f1", "verbatim_rougeL_recall", "verbatim_rouge1_f1", "verbatim_rouge1_recall",
+                     "verbatim_levenshtein", "verbatim_lcs_ratio", "ufk_rougeL_recall", "ufk_rougeL_f1",
+                     "sk_rougeL_recall", "sk_rougeL_f1", "urk_rougeL_recall", "urk_rougeL_f1", "mia_auc_holdout_forget")
+HONESTY_UNIT_METRICS = ("forget_leak_rate", "forget_refusal_rate", "forget_hallucination_rate", "rr2r",
+                        "followup_consistency", "mcq_idk_rate", "mcq_control_rate", "mcq_forget_accuracy",
+                        "retain_accuracy", "retain_refusal_rate", "retain_hallucination_rate", "unknown_refusal_rate")
+CONCEPTGUARD_UNIT_METRICS = ("harm_mem", "help_ret", "harm_qa", "help_qa", "judge_failure_rate")
 CONCEPTGUARD_OPTIONS = ("prefix_tokens", "max_new_tokens", "reference_tokens", "judge", "judge_model", "embedder")
 
 SUITES: dict[str, SuiteSpec] = {
@@ -79,6 +94,7 @@ SUITES: dict[str, SuiteSpec] = {
             default_references=(("full", "full"), ("retain", "retain")),
             default_data="zoo",
             options=tuple(DUSK_OPTIONS),
+            scales=tuple((m, *UNIT) for m in DUSK_UNIT_METRICS),
         ),
         SuiteSpec(
             name="uds",
@@ -106,6 +122,7 @@ SUITES: dict[str, SuiteSpec] = {
             default_references=(("full", "full"), ("retain", "retain")),
             default_data="zoo",
             options=HONESTY_OPTIONS,
+            scales=tuple((m, *UNIT) for m in HONESTY_UNIT_METRICS),
         ),
         SuiteSpec(
             name="conceptguard",
@@ -118,6 +135,8 @@ SUITES: dict[str, SuiteSpec] = {
             default_references=(("full", "full"), ("retain", "retain")),
             default_data="zoo",
             options=CONCEPTGUARD_OPTIONS,
+            scales=(*((m, *UNIT) for m in CONCEPTGUARD_UNIT_METRICS), ("ctxt_sep", -1.0, 1.0),
+                    ("ctxt_sep_macro", -1.0, 1.0), ("rouge_sep", -1.0, 1.0)),
         ),
     )
 }

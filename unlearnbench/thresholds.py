@@ -11,6 +11,16 @@ Suite file (`thresholds/<suite>.yaml`)::
         relative_to: full | retain           # bound = reference value -/+ margin
         margin: <number >= 0>                # tolerance towards the bad side
         rationale: <one line: why this bound>
+        requires:                            # optional: when the yardstick can tell at all
+          reference_answers_at_least: <share in [0, 1]>   # of items the reference scores above 0 on
+          separated_from: full | retain      # that model's 95% CI must not overlap the reference's
+
+A check whose bound cannot separate checkpoints is `inconclusive`, never
+passed: a bound at or past the end of the metric's scale (the suite registry
+declares the scale; e.g. a retain model that answers none of the "kept"
+questions puts `>= retain - margin` below 0), or a `requires` that the
+reference models do not meet. pytest shows it as skipped; `--strict-ci`
+fails it.
 
 Override file (`--thresholds FILE`), per check, any subset of those fields::
 
@@ -23,7 +33,7 @@ Giving `bound` in an override replaces a relative bound and vice versa.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -34,7 +44,8 @@ from unlearnbench.metrics.core import MetricResult, Unavailable
 
 DIRECTIONS = ("at_least", "at_most")
 REFERENCES = ("full", "retain")
-CHECK_KEYS = {"metric", "direction", "bound", "relative_to", "margin", "rationale"}
+CHECK_KEYS = {"metric", "direction", "bound", "relative_to", "margin", "rationale", "requires"}
+REQUIREMENTS = ("reference_answers_at_least", "separated_from")
 SUITE_FILE_KEYS = {"suite", "checks"}
 
 
@@ -43,7 +54,7 @@ class Verdict:
     suite: str
     check: str
     metric: str
-    outcome: str  # "pass" | "fail" | "skip"
+    outcome: str  # "pass" | "fail" | "skip" | "inconclusive"
     reason: str
     rationale: str
     direction: str
@@ -76,6 +87,8 @@ class Check:
     bound: float | None = None
     relative_to: str | None = None
     margin: float = 0.0
+    scale: tuple[float, float] | None = None  # the metric's range, from the suite registry
+    requires: Mapping[str, object] = field(default_factory=dict)
 
     def judge(
         self,
@@ -83,10 +96,14 @@ class Check:
         reference: Mapping[str, MetricResult | Unavailable] | None = None,
         *,
         strict_ci: bool = False,
+        others: Mapping[str, Mapping[str, MetricResult | Unavailable] | None] | None = None,
     ) -> Verdict:
         """Pass/fail on the point estimate; with `strict_ci` the whole 95% CI
         must also lie on the good side. A relative check without its reference
-        model is skipped, never passed."""
+        model is skipped, never passed; one whose bound cannot separate
+        checkpoints is inconclusive (see the module doc; `others` holds the
+        other reference models' metrics for `requires.separated_from`); a
+        non-finite value or reference value fails."""
         base = dict(
             suite=self.suite, check=self.name, metric=self.metric, rationale=self.rationale,
             direction=self.direction, relative_to=self.relative_to, strict_ci=strict_ci,
@@ -100,10 +117,16 @@ class Check:
         result = metrics[self.metric]
         if isinstance(result, Unavailable):
             return Verdict(outcome="skip", reason=f"{self.metric} unavailable: {result.reason}", **base)
+        if not _finite(result):
+            return Verdict(outcome="fail", reason=f"{self.metric} is not a finite number ({result.value}, CI "
+                           f"{list(result.ci)}): the checkpoint's scores are broken", **base)
         if self.relative_to:
             if isinstance(reference[self.metric], Unavailable):
                 return Verdict(outcome="skip", reason=f"{self.metric} unavailable on the {self.relative_to} model: "
                                f"{reference[self.metric].reason}", **base)
+            if not _finite(reference[self.metric]):
+                return Verdict(outcome="fail", reason=f"{self.metric} on the {self.relative_to} model is not a finite "
+                               f"number ({reference[self.metric].value}): the yardstick is broken", **base)
             ref_value = reference[self.metric].value
             bound = ref_value - self.margin if self.direction == "at_least" else ref_value + self.margin
             sign = "-" if self.direction == "at_least" else "+"
@@ -116,16 +139,51 @@ class Check:
         point_ok = good(result.value)
         passed = point_ok and (not strict_ci or good(edge))
         op = ">=" if self.direction == "at_least" else "<="
-        reason = (
-            f"{self.metric} = {result.value:.4g} [95% CI {result.ci[0]:.4g}, {result.ci[1]:.4g}; n={result.n}]"
-            f" {'' if point_ok else 'not '}{op} {bound_text}"
-        )
+        measured = f"{self.metric} = {result.value:.4g} [95% CI {result.ci[0]:.4g}, {result.ci[1]:.4g}; n={result.n}]"
+        judged = dict(value=result.value, ci=tuple(result.ci), bound=bound, reference_value=ref_value,
+                      margin=self.margin if self.relative_to else None, **base)
+        why_not = self._why_inconclusive(bound, reference, others or {})
+        if why_not:
+            reason = (f"inconclusive: {measured} against {op} {bound_text}: {why_not}. Use data the "
+                      f"{self.relative_to or 'checkpoint'} model can answer, more in-context examples (dusk: "
+                      f"--suite-option dusk.icl_shots=N) or more items")
+            if strict_ci:
+                return Verdict(outcome="fail", reason=reason + "; --strict-ci fails an inconclusive check", **judged)
+            return Verdict(outcome="inconclusive", reason=reason, **judged)
+        reason = f"{measured} {'' if point_ok else 'not '}{op} {bound_text}"
         if point_ok and not passed:
             reason += " but --strict-ci: the CI crosses the bound"
-        return Verdict(
-            outcome="pass" if passed else "fail", reason=reason, value=result.value, ci=tuple(result.ci),
-            bound=bound, reference_value=ref_value, margin=self.margin if self.relative_to else None, **base,
-        )
+        return Verdict(outcome="pass" if passed else "fail", reason=reason, **judged)
+
+    def _why_inconclusive(self, bound: float, reference, others) -> str | None:
+        """Why this bound cannot separate good from bad checkpoints, or None."""
+        if self.scale is not None:
+            low, high = self.scale
+            could_not_fail = bound <= low if self.direction == "at_least" else bound >= high
+            could_not_pass = bound > high if self.direction == "at_least" else bound < low
+            if could_not_fail or could_not_pass:
+                end = "floor" if bound <= low else "ceiling"
+                return (f"the bound is at or past the {end} of {self.metric}'s scale [{low:g}, {high:g}], so no "
+                        f"checkpoint could {'fail' if could_not_fail else 'pass'}")
+        share = self.requires.get("reference_answers_at_least")
+        yardstick = reference[self.metric] if reference else None
+        if share is not None and yardstick is not None and yardstick.per_item:
+            answered = sum(v > 0 for v in yardstick.per_item.values()) / len(yardstick.per_item)
+            if answered < share:
+                return (f"the {self.relative_to} model answers {answered:.0%} of the items (scores above 0), under "
+                        f"the {share:.0%} this check requires to tell kept from lost")
+        role = self.requires.get("separated_from")
+        other = (others.get(role) or {}).get(self.metric) if role else None
+        if isinstance(other, MetricResult) and isinstance(yardstick, MetricResult) and _finite(other):
+            if other.ci[0] <= yardstick.ci[1] and yardstick.ci[0] <= other.ci[1]:
+                return (f"the {role} and {self.relative_to} models are indistinguishable on {self.metric}: their 95% "
+                        f"confidence intervals overlap ([{other.ci[0]:.4g}, {other.ci[1]:.4g}] vs "
+                        f"[{yardstick.ci[0]:.4g}, {yardstick.ci[1]:.4g}]), so the data cannot show forgetting")
+        return None
+
+
+def _finite(result: MetricResult) -> bool:
+    return math.isfinite(result.value) and all(math.isfinite(c) for c in result.ci)
 
 
 def _number(value, path, check, field) -> float:
@@ -134,7 +192,8 @@ def _number(value, path, check, field) -> float:
     return float(value)
 
 
-def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, ...], path: str) -> Check:
+def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, ...], path: str,
+                    scales: Mapping[str, tuple[float, float]] | None = None) -> Check:
     if not isinstance(fields, Mapping):
         raise ThresholdsError(path, f"expected a mapping of fields, not {type(fields).__name__}", name)
     unknown = set(fields) - CHECK_KEYS
@@ -165,7 +224,32 @@ def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, 
         rationale=fields["rationale"].strip(), source=path,
         bound=_number(fields["bound"], path, name, "bound") if has_bound else None,
         relative_to=fields.get("relative_to"), margin=margin,
+        scale=(scales or {}).get(fields["metric"]),
+        requires=_requirements(fields.get("requires", {}), fields.get("relative_to"), path, name),
     )
+
+
+def _requirements(raw, relative_to: str | None, path: str, check: str) -> dict:
+    if not isinstance(raw, Mapping):
+        raise ThresholdsError(path, f"'requires' must be a mapping, not {type(raw).__name__}", check)
+    unknown = set(raw) - set(REQUIREMENTS)
+    if unknown:
+        raise ThresholdsError(path, f"unknown requirement(s) {', '.join(sorted(unknown))} in 'requires' "
+                              f"(allowed: {', '.join(REQUIREMENTS)})", check)
+    if raw and not relative_to:
+        raise ThresholdsError(path, "'requires' only applies with 'relative_to' (it is about the reference models)",
+                              check)
+    out = dict(raw)
+    if "reference_answers_at_least" in raw:
+        share = _number(raw["reference_answers_at_least"], path, check, "requires.reference_answers_at_least")
+        if not 0 <= share <= 1:
+            raise ThresholdsError(path, f"'requires.reference_answers_at_least' is a share between 0 and 1, "
+                                  f"not {share}", check)
+        out["reference_answers_at_least"] = share
+    if "separated_from" in raw and (raw["separated_from"] not in REFERENCES or raw["separated_from"] == relative_to):
+        raise ThresholdsError(path, f"'requires.separated_from' must name the other reference model than "
+                              f"'{relative_to}' (one of {', '.join(REFERENCES)}), not {raw['separated_from']!r}", check)
+    return out
 
 
 def _read_yaml(path: Path):
@@ -177,7 +261,8 @@ def _read_yaml(path: Path):
         raise ThresholdsError(path, f"not valid YAML ({str(exc).splitlines()[0]})") from None
 
 
-def load_suite_thresholds(path: Path, suite: str, metrics: tuple[str, ...]) -> dict[str, Check]:
+def load_suite_thresholds(path: Path, suite: str, metrics: tuple[str, ...],
+                          scales: Mapping[str, tuple[float, float]] | None = None) -> dict[str, Check]:
     """A suite's default gate, validated; raises ThresholdsError naming the problem."""
     raw = _read_yaml(path)
     if not isinstance(raw, Mapping):
@@ -190,7 +275,8 @@ def load_suite_thresholds(path: Path, suite: str, metrics: tuple[str, ...]) -> d
     checks = raw.get("checks")
     if not isinstance(checks, Mapping) or not checks:
         raise ThresholdsError(path, "'checks' must be a non-empty mapping of check name -> fields")
-    return {name: _validate_check(str(name), fields, suite, metrics, str(path)) for name, fields in checks.items()}
+    return {name: _validate_check(str(name), fields, suite, metrics, str(path), scales)
+            for name, fields in checks.items()}
 
 
 def apply_overrides(path: Path, gates: dict[str, dict[str, Check]], metrics: Mapping[str, tuple[str, ...]]) -> None:
@@ -214,12 +300,16 @@ def apply_overrides(path: Path, gates: dict[str, dict[str, Check]], metrics: Map
             merged = {"metric": current.metric, "direction": current.direction, "rationale": current.rationale}
             if current.relative_to:
                 merged.update(relative_to=current.relative_to, margin=current.margin)
+                if current.requires:
+                    merged["requires"] = dict(current.requires)
             else:
                 merged["bound"] = current.bound
             if "bound" in fields:
                 merged.pop("relative_to", None)
                 merged.pop("margin", None)
+                merged.pop("requires", None)
             if "relative_to" in fields or "margin" in fields:
                 merged.pop("bound", None)
             merged.update(fields)
-            gates[suite][name] = _validate_check(str(name), merged, suite, metrics[suite], str(path))
+            checked = _validate_check(str(name), merged, suite, metrics[suite], str(path))
+            gates[suite][name] = replace(checked, scale=current.scale)

@@ -82,11 +82,14 @@ def check_judge(spec: str) -> None:
         return
     kind, _, target = spec.partition(":")
     if kind == "openai" and target.startswith(("http://", "https://")):
+        from unlearnbench.metrics.judges import OpenAIJudge
+
+        OpenAIJudge(target)  # refuses to send OPENAI_API_KEY over plain http to another host
         return
     if kind == "hf" and target:
-        from unlearnbench.models.checkpoint import resolve
+        from unlearnbench.models.checkpoint import judge_source, resolve
 
-        resolve(target)  # CheckpointError naming the path when it is not a usable checkpoint
+        resolve(judge_source(target))  # CheckpointError naming the path when it is not a usable checkpoint
         return
     raise UnlearnbenchError(f"--judge {spec!r}: expected reference, hf:PATH (a local checkpoint) or "
                             "openai:http(s)://HOST[:PORT]/v1")

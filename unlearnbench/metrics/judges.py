@@ -35,6 +35,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from unlearnbench.errors import UnlearnbenchError
+
 RUBRIC_VERSION = 1
 HARM, HELP = "harm", "help"
 RUBRICS = {
@@ -117,9 +119,10 @@ class ReferenceJudge:
 
 class HFJudge:
     def __init__(self, source: str, device: str = "auto", max_new_tokens: int = 8):
+        from unlearnbench.models.checkpoint import judge_source
         from unlearnbench.models.handle import ModelHandle
 
-        self.handle = ModelHandle.load(source, name="judge", device=device)
+        self.handle = ModelHandle.load(judge_source(source), name="judge", device=device)
         self.max_new_tokens = max_new_tokens
         self.identity = f"hf:{self.handle.fingerprint}"
 
@@ -129,6 +132,26 @@ class HFJudge:
         return [_parsed(raw) for raw in replies]
 
 
+MAX_REPLY_BYTES = 1 << 20  # a rubric score is a few bytes: anything this large is not a judge's reply
+
+
+def _safe_for_secrets(url: str) -> bool:
+    """https, or plain http to this machine (a local server): where an API key may go."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme == "https":
+        return True
+    host = parts.hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class OpenAIJudge:
     def __init__(self, url: str, model: str = "", *, timeout: float = 30.0, retries: int = 3,
                  backoff: float = 0.5, workers: int = 8):
@@ -136,13 +159,18 @@ class OpenAIJudge:
         self.endpoint = self.url if self.url.endswith("/chat/completions") else self.url + "/chat/completions"
         self.model, self.timeout, self.retries, self.backoff, self.workers = model, timeout, retries, backoff, workers
         self.identity = f"openai:{self.endpoint}:{model}"
+        self.api_key = os.environ.get("OPENAI_API_KEY")
+        if self.api_key and not _safe_for_secrets(self.endpoint):
+            raise UnlearnbenchError(
+                f"--judge openai:{url}: OPENAI_API_KEY is set, and it is sent only over https or to a loopback "
+                "address (127.0.0.1, ::1, localhost); use an https URL or unset the key")
 
     def _post(self, prompt: str) -> Judgement:
         body = json.dumps({"model": self.model or "default", "temperature": 0, "max_tokens": 8,
                            "messages": [{"role": "user", "content": prompt}]}).encode()
         headers = {"Content-Type": "application/json"}
-        if os.environ.get("OPENAI_API_KEY"):
-            headers["Authorization"] = f"Bearer {os.environ['OPENAI_API_KEY']}"
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
         error = ""
         for attempt in range(self.retries):
             if attempt:
@@ -150,7 +178,10 @@ class OpenAIJudge:
             try:
                 request = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
                 with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    payload = json.loads(response.read().decode())
+                    body = response.read(MAX_REPLY_BYTES + 1)
+                if len(body) > MAX_REPLY_BYTES:
+                    return Judgement(None, "", f"reply larger than {MAX_REPLY_BYTES} bytes: not read further")
+                payload = json.loads(body.decode())
             except urllib.error.HTTPError as exc:
                 error = f"HTTP {exc.code}"
                 if exc.code < 500 and exc.code != 429:
@@ -189,13 +220,13 @@ class CachedJudge:
         missing = []
         for i, request in enumerate(requests):
             found, value = self.cache.lookup(self._parts(request))
-            out.append(value if found else None)
+            out.append(Judgement(**value) if found else None)
             if not found:
                 missing.append(i)
         for i, judgement in zip(missing, self.inner.judge([requests[i] for i in missing])):
             out[i] = judgement
             if judgement.score is not None or judgement.error == "unparseable":
-                self.cache.store(self._parts(requests[i]), judgement)
+                self.cache.store(self._parts(requests[i]), vars(judgement))
         return out
 
 

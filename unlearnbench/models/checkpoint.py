@@ -32,6 +32,7 @@ TOKENIZER_FILES = (
 # A tokenizer needs at least one of these to be loadable at all.
 TOKENIZER_VOCAB_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+HUB_PREFIX = "hf:"  # a Hub model is always named hf:ORG/NAME: a missing local path never becomes a download
 
 
 @dataclass(frozen=True)
@@ -48,16 +49,27 @@ class CheckpointSpec:
 
     @classmethod
     def parse(cls, arg: str) -> "CheckpointSpec":
-        name, sep, source = arg.partition("=")
-        if not sep:
-            source, name = arg, ""
+        """`NAME=PATH` only where NAME is a plain name (no '/') and the whole
+        argument is not itself an existing path: `/data/lr=3e-4/ckpt` is a path."""
+        name, source = split_name(arg)
         source = source.strip()
         if not source:
             raise CheckpointError(arg, "empty path (use --model PATH or --model NAME=PATH)")
         if not name:
-            path = Path(source)
+            path = Path(source.removeprefix(HUB_PREFIX))
             name = path.stem if path.suffix == ".gguf" else path.name or source
         return cls(name=name.strip(), source=source)
+
+
+PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][\w.+-]*$")
+
+
+def split_name(arg: str) -> tuple[str, str]:
+    """('NAME', 'VALUE') for a `NAME=VALUE` option argument, else ('', arg)."""
+    name, sep, value = arg.partition("=")
+    if sep and PLAIN_NAME.match(name) and not Path(arg).expanduser().exists():
+        return name, value
+    return "", arg
 
 
 def discover(directory: Path | str) -> list[CheckpointSpec]:
@@ -108,13 +120,24 @@ class ResolvedCheckpoint:
 
 
 def resolve(source: str) -> ResolvedCheckpoint:
-    """Validate a local path (or resolve a Hub id from the local HF cache)."""
+    """Validate a local path, or resolve `hf:ORG/NAME` (from the local HF cache
+    when offline)."""
+    if source.startswith(HUB_PREFIX):
+        repo_id = source.removeprefix(HUB_PREFIX)
+        if not HUB_ID.match(repo_id):
+            raise CheckpointError(source, "expected hf:ORG/NAME for a Hugging Face Hub model")
+        return _resolve_local(_hub_snapshot(repo_id))
     path = Path(source).expanduser()
     if path.exists():
         return _resolve_local(path)
-    if HUB_ID.match(source) and not source.startswith((".", "/", "~")):
-        return _resolve_local(_hub_snapshot(source))
-    raise CheckpointError(source, "no such file or directory")
+    hint = f" (a Hugging Face Hub model is named hf:ORG/NAME, e.g. hf:{source})" if HUB_ID.match(source) else ""
+    raise CheckpointError(source, f"no such file or directory{hint}")
+
+
+def judge_source(target: str) -> str:
+    """`--judge hf:TARGET` names a local checkpoint or a Hub model in one
+    prefix: an existing path stays a path, anything else is the Hub id."""
+    return target if Path(target).expanduser().exists() else HUB_PREFIX + target
 
 
 def _hub_snapshot(repo_id: str) -> Path:
@@ -225,14 +248,9 @@ def fingerprint(files: tuple[Path, ...], memo_path: Path | None = None) -> str:
     Content digests of large weight files are remembered in `memo_path`, keyed
     by (path, size, mtime), so a sweep does not re-hash gigabytes every run.
     """
-    memo: dict[str, str] = {}
-    if memo_path is not None and memo_path.is_file():
-        try:
-            memo = json.loads(memo_path.read_text())
-        except (json.JSONDecodeError, OSError):
-            memo = {}
+    memo = _read_memo(memo_path)
     outer = hashlib.sha256()
-    changed = False
+    new: dict[str, str] = {}
     for path in sorted(files, key=lambda p: p.name):
         st = path.stat()
         key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
@@ -240,13 +258,43 @@ def fingerprint(files: tuple[Path, ...], memo_path: Path | None = None) -> str:
         if digest is None:
             with path.open("rb") as fh:
                 digest = hashlib.file_digest(fh, "sha256").hexdigest()
-            memo[key] = digest
-            changed = True
+            new[key] = digest
         outer.update(f"{path.name}:{digest}\n".encode())
-    if changed and memo_path is not None:
+    if new and memo_path is not None:
         from unlearnbench.atomic import atomic_write_text
+        from unlearnbench.cache import file_lock
 
-        memo_path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(memo_path, json.dumps(memo, sort_keys=True))
+        # Read-merge-write under the lock: concurrent workers add, never overwrite, each other's digests.
+        with file_lock(memo_path.with_suffix(".lock")):
+            atomic_write_text(memo_path, json.dumps(_read_memo(memo_path) | new, sort_keys=True))
     return outer.hexdigest()[:16]
 
+
+def _read_memo(memo_path: Path | None) -> dict[str, str]:
+    if memo_path is None or not memo_path.is_file():
+        return {}
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (json.JSONDecodeError, OSError):
+        return {}
+    return memo if isinstance(memo, dict) else {}
+
+
+
+def tokenizer_signature(source: str) -> str | None:
+    """A digest of how a checkpoint directory tokenizes (vocabulary, merges,
+    normalizer and pre-tokenizer of its fast tokenizer), read from its
+    tokenizer files without any weights; None for GGUF files and sources this
+    cannot read (their tokenizers are compared after loading)."""
+    directory = Path(source).expanduser()
+    if not directory.is_dir():
+        return None
+    try:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(directory))
+        spec = json.loads(tokenizer.backend_tokenizer.to_str())
+    except Exception:  # noqa: BLE001 - unreadable here: left to the loader's own one-line error
+        return None
+    how = {key: spec.get(key) for key in ("normalizer", "pre_tokenizer", "model")}
+    return hashlib.sha256(json.dumps(how, sort_keys=True).encode()).hexdigest()

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from unlearnbench import progress
-from unlearnbench.errors import CheckpointError
+from unlearnbench.errors import CheckpointError, NonFiniteOutputError
 from unlearnbench.models.checkpoint import ResolvedCheckpoint, fingerprint, resolve
 from unlearnbench.models.device import resolve_device, resolve_dtype
 
@@ -85,6 +85,29 @@ class ModelHandle:
         forward_params = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in forward_params else "past_key_values"
         self._keeps_logits = "logits_to_keep" in forward_params
+        # Every forward pass's logits are checked where they are computed anyway,
+        # so broken weights fail the checkpoint at once, before any score.
+        self._finite_forwards = 0
+        model.register_forward_hook(self._check_finite_logits, with_kwargs=True)
+
+    def _check_finite_logits(self, _module, _args, kwargs, output) -> None:
+        """Raise NonFiniteOutputError when a real (unpadded) position's logits
+        hold NaN or inf. One float32 sum per position: a NaN or inf anywhere in
+        the vocabulary makes it non-finite."""
+        logits = getattr(output, "logits", None)
+        if logits is None:
+            return
+        per_position = torch.sum(logits.detach(), dim=-1, dtype=torch.float32)
+        mask = kwargs.get("attention_mask")
+        if mask is not None and mask.dim() == 2 and mask.shape[-1] >= per_position.shape[-1]:
+            per_position = per_position[mask[:, mask.shape[-1] - per_position.shape[-1]:].bool()]
+        if bool(torch.isfinite(per_position).all()):
+            self._finite_forwards += 1
+            return
+        kind = "NaN" if bool(torch.isnan(per_position).any()) else "inf"
+        where = "the first forward pass" if self._finite_forwards == 0 else \
+            f"forward pass {self._finite_forwards + 1} (the earlier ones were finite)"
+        raise NonFiniteOutputError(self.name, f"non-finite logits ({kind}) in {where}: the weights are broken")
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -106,15 +129,17 @@ class ModelHandle:
         started = time.perf_counter()
         kwargs = {"gguf_file": resolved.gguf_file} if resolved.gguf_file else {}
         where = resolved.display
+        # In a sweep the user knows a checkpoint by its name: errors lead with it.
+        label = f"{name} ({where})" if name and name != Path(where).name else where
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(resolved.directory), **kwargs)
             config = AutoConfig.from_pretrained(str(resolved.directory), **kwargs)
         except Exception as exc:  # noqa: BLE001 - report any loader failure as one line
-            raise CheckpointError(where, f"cannot load tokenizer/config ({type(exc).__name__}: {exc})") from None
+            raise CheckpointError(label, f"cannot load tokenizer/config ({type(exc).__name__}: {exc})") from None
         vocab = getattr(config, "vocab_size", None)
         if vocab is not None and len(tokenizer) > vocab:
             raise CheckpointError(
-                where, f"tokenizer mismatch: tokenizer has {len(tokenizer)} tokens, model embeds only {vocab}"
+                label, f"tokenizer mismatch: tokenizer has {len(tokenizer)} tokens, model embeds only {vocab}"
             )
         torch_device = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, torch_device, getattr(config, "dtype", None))
@@ -122,7 +147,7 @@ class ModelHandle:
             try:
                 model = AutoModelForCausalLM.from_pretrained(str(resolved.directory), dtype=torch_dtype, **kwargs)
             except Exception as exc:  # noqa: BLE001
-                raise CheckpointError(where, f"cannot load weights ({type(exc).__name__}: {exc})") from None
+                raise CheckpointError(label, f"cannot load weights ({type(exc).__name__}: {exc})") from None
             model.to(device=torch_device, dtype=torch_dtype)
         return cls(
             model,

@@ -12,6 +12,7 @@ with each candidate); with several and none of that name, it is an error.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from unlearnbench.errors import UnlearnbenchError
@@ -30,8 +31,8 @@ class RegressionRule:
             value = float(delta)
         except ValueError:
             value = -1.0
-        if not sep or not name or value < 0:
-            raise UnlearnbenchError(f"--fail-on-regression {text!r}: expected [SUITE.]METRIC:DELTA with DELTA >= 0")
+        if not sep or not name or not math.isfinite(value) or value < 0:
+            raise UnlearnbenchError(f"--fail-on-regression {text!r}: expected [SUITE.]METRIC:DELTA with a finite DELTA >= 0")
         suite, dot, metric = name.rpartition(".")
         return cls(suite or None, metric, value)
 

@@ -16,14 +16,14 @@ import math
 from unlearnbench.report.leaderboard import leaderboard
 
 PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
-OUTCOME_ORDER = {"fail": 0, "error": 1, "pass": 2, "skip": 3}
+OUTCOME_ORDER = {"fail": 0, "error": 1, "inconclusive": 2, "pass": 3, "skip": 4}
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
 h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}h3{font-size:15px}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;
 vertical-align:top}th{background:#f4f4f4}
 td.pass{background:#d9f2d9}td.fail{background:#f8d0d0}td.skip{background:#eee;color:#666}
-td.error{background:#f3c6f3}.meta{color:#555}.plots{display:flex;flex-wrap:wrap;gap:16px}
+td.error{background:#f3c6f3}td.inconclusive{background:#fff0b3;color:#6b5900}.meta{color:#555}.plots{display:flex;flex-wrap:wrap;gap:16px}
 figure.plot{margin:0;border:1px solid #eee;padding:6px}figcaption{font-size:12px;color:#555;max-width:560px}
 td.text{min-width:180px;max-width:420px;white-space:pre-wrap;word-break:break-word;font-size:12px}
 tr.bad td:first-child{border-left:4px solid #c44e52}.badge{font-size:12px;padding:1px 6px;border-radius:8px}
@@ -181,7 +181,8 @@ def suite_plots(report: dict) -> dict[str, list[str]]:
                               "unique-retain knowledge should stay.")]
         points = [(n, _value(cps[n], "dusk", "ufk_rougeL_recall"),
                    (_value(cps[n], "dusk", "sk_rougeL_recall") + _value(cps[n], "dusk", "urk_rougeL_recall")) / 2)
-                  for n in names if _value(cps[n], "dusk", "sk_rougeL_recall") is not None]
+                  for n in names if None not in [_value(cps[n], "dusk", m) for m in (
+                      "ufk_rougeL_recall", "sk_rougeL_recall", "urk_rougeL_recall")]]
         plots["dusk"].append(scatter("Forget vs utility trade-off", points, "unique-forget knowledge (lower = forgot)",
                                      "utility: mean of shared and unique-retain knowledge", "tradeoff",
                                      "Top-left is the goal: forget knowledge gone, retained knowledge kept."))
@@ -249,6 +250,17 @@ def _matrix(report: dict) -> str:
                          f"{text}</a></td>")
         body.append(f"<tr><th>{_e(name)}</th>{''.join(cells)}</tr>")
     return (f'<table id="summary-matrix"><tr><th>checkpoint</th>{head}</tr>{"".join(body)}</table>')
+
+
+def _lost(report: dict) -> str:
+    """Checkpoints that never reported (their worker died), and NaN/inf dropped by the writer."""
+    lost = [f"<li><b>{_e(n)}</b>: {_e(c['lost']['reason'])} ({len(c['lost']['tests'])} tests)</li>"
+            for n, c in report["checkpoints"].items() if c.get("lost")]
+    dropped = [f"<li><code>{_e(d['path'])}</code> was {_e(d['was'])}</li>" for d in report.get("non_finite", [])]
+    out = f'<h2>Lost checkpoints</h2><ul class="lost">{"".join(lost)}</ul>' if lost else ""
+    if dropped:
+        out += f"<h2>Non-finite values written as null</h2><ul>{''.join(dropped)}</ul>"
+    return out
 
 
 def _leaderboard_table(board: dict) -> str:
@@ -330,7 +342,7 @@ def render(report: dict) -> str:
 <code>{_e(run.get('command', ''))}</code> &middot; unlearnbench {_e(env.get('unlearnbench'))},
 torch {_e(env.get('torch'))}, transformers {_e(env.get('transformers'))} &middot;
 <b>{summary['passed']}</b> passed, <b>{summary['failed']}</b> failed, {summary['skipped']} skipped,
-{summary['errors']} errors</p>
+{summary.get('inconclusive', 0)} inconclusive, {summary['errors']} errors</p>{_lost(report)}
 <h2>Leaderboard</h2>{_leaderboard_table(board)}
 <h2>Summary</h2><p class="meta">Checkpoints x checks, failing first; a cell shows value vs bound and links to
 its details.</p>{_matrix(report)}

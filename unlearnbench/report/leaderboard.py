@@ -6,8 +6,8 @@ mean over a checkpoint's judged checks of its clipped relative margin
     m = clip(signed_margin / max(|bound|, 0.1), -1, 1)
 
 where signed_margin = value - bound for `at_least` checks and bound - value
-for `at_most` checks (> 0: on the good side). Skipped checks and errors count
-neither as passed nor in the margin; errors are listed.
+for `at_most` checks (> 0: on the good side). Skipped and inconclusive checks and
+errors count neither as passed nor in the margin; errors are listed.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ def _row(name: str, checks: list[dict]) -> dict:
         "passed": sum(v["outcome"] == "pass" for v in checks),
         "failed": sum(v["outcome"] == "fail" for v in checks),
         "skipped": sum(v["outcome"] == "skip" for v in checks),
+        "inconclusive": sum(v["outcome"] == "inconclusive" for v in checks),
         "errors": sum(v["outcome"] == "error" for v in checks),
         "aggregate_margin": round(sum(margins) / len(margins), 4) if margins else None,
     }

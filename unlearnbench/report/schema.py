@@ -15,8 +15,10 @@ Schema `unlearnbench.report` version 1::
                           suites: {SUITE: {data: {fingerprint, source},
                                            metrics: {METRIC: MetricResult},
                                            checks: {CHECK: Verdict + worker},
-                                           timings: {evaluate_s, ...}}}}},
-     summary: {passed, failed, skipped, errors},
+                                           timings: {evaluate_s, ...}}},
+                          lost: {reason, tests}   (its xdist worker died: see `add_lost`)}},
+     summary: {passed, failed, skipped, inconclusive, errors},
+     non_finite: [{path, was}]   (NaN/inf that reached the writer, written as null),
      leaderboard: {rule, overall: [row], suites: {SUITE: [row]}}   (see report/leaderboard.py),
      regressions: [{checkpoint, suite, metric, value, baseline, delta, allowed}]  (with --baseline),
      merged_from: [run ids]   (reports made by `unlearnbench merge`)}
@@ -28,6 +30,7 @@ points `<report dir>/latest` at the run's folder.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import sys
@@ -38,6 +41,8 @@ from unlearnbench.atomic import atomic_write_text
 
 SCHEMA = "unlearnbench.report"
 SCHEMA_VERSION = 1
+SUMMARY_KEYS = {"pass": "passed", "fail": "failed", "skip": "skipped", "inconclusive": "inconclusive",
+                "error": "errors"}
 
 
 def _version(dist: str) -> str | None:
@@ -73,7 +78,7 @@ def new_report(run: dict) -> dict:
         "environment": environment(),
         "references": {"full": None, "retain": None},
         "checkpoints": {},
-        "summary": {"passed": 0, "failed": 0, "skipped": 0, "errors": 0},
+        "summary": {"passed": 0, "failed": 0, "skipped": 0, "inconclusive": 0, "errors": 0},
     }
 
 
@@ -95,12 +100,50 @@ def add_record(report: dict, record: dict) -> None:
     if "verdict" in record:
         verdict = record["verdict"]
         suite["checks"][verdict["check"]] = verdict | {"worker": record.get("worker")}
-        report["summary"][{"pass": "passed", "fail": "failed", "skip": "skipped"}[verdict["outcome"]]] += 1
+        report["summary"][SUMMARY_KEYS[verdict["outcome"]]] += 1
     else:
         suite["checks"][record["check"]] = {"check": record["check"], "outcome": "error", "reason": record["error"]}
         report["summary"]["errors"] += 1
     for role, info in record.get("references", {}).items():
         report["references"][role] = info
+
+
+def add_lost(report: dict, checkpoint: str, reason: str, tests: list[str]) -> None:
+    """A checkpoint whose tests never reported (its xdist worker died): named
+    in the report with the reason, its tests counted as errors."""
+    entry = report["checkpoints"].setdefault(checkpoint, {"info": {"name": checkpoint}, "suites": {}})
+    lost = entry.setdefault("lost", {"reason": reason, "tests": []})
+    lost["tests"] += [t for t in tests if t not in lost["tests"]]
+    report["summary"]["errors"] += len(tests)
+
+
+def json_safe(value, path: str = "", found: list | None = None):
+    """`value` with every NaN/inf float replaced by None; each replacement is
+    appended to `found` as {path, was} so the report says what it dropped."""
+    if isinstance(value, float) and not math.isfinite(value):
+        if found is not None:
+            found.append({"path": path, "was": str(value)})
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v, f"{path}.{k}" if path else str(k), found) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v, f"{path}.{i}", found) for i, v in enumerate(value)]
+    return value
+
+
+def cap_items(metric: dict, limit: int) -> dict:
+    """A metric's dict with its per-item values and per-item details (mappings
+    keyed by item id) cut to the first `limit` items (`--report-items`): the
+    value and CI stay those of every item."""
+    items = metric.get("per_item") or {}
+    if len(items) <= limit:
+        return metric
+    kept = list(items)[:limit]
+    keep = set(kept)
+    details = {k: ({i: v for i, v in d.items() if i in keep} if isinstance(d, dict) and set(d) & set(items) else d)
+               for k, d in (metric.get("details") or {}).items()}
+    return {**metric, "per_item": {i: items[i] for i in kept}, "details": details,
+            "items_capped": {"kept": limit, "of": len(items)}}
 
 
 def write_report(report: dict, directory: Path) -> Path:
@@ -110,11 +153,17 @@ def write_report(report: dict, directory: Path) -> Path:
 
 
 def write_outputs(report: dict, directory: Path) -> tuple[Path, Path]:
-    """report.json and report.html (both atomically), then the `latest` link."""
+    """report.json and report.html (both atomically), then the `latest` link.
+    Non-finite numbers become null with a note (`non_finite`): the writer never
+    fails on what a broken checkpoint computed."""
     from unlearnbench.report.html import render
     from unlearnbench.report.leaderboard import leaderboard
 
     directory = Path(directory)
+    found: list = []
+    report.update(json_safe(report, found=found))
+    if found:
+        report["non_finite"] = report.get("non_finite", []) + found
     report["leaderboard"] = leaderboard(report)
     json_path = write_report(report, directory)
     html_path = directory / "report.html"
@@ -125,16 +174,20 @@ def write_outputs(report: dict, directory: Path) -> tuple[Path, Path]:
 
 def _point_latest(directory: Path) -> None:
     """`latest` -> this run's folder, replaced atomically (a symlink where the
-    file system has them, else a text file holding the folder name)."""
+    file system has them, else a text file holding the folder name). A real
+    `latest` folder (the user's) is never touched: the name goes to latest.txt."""
     latest = directory.parent / "latest"
     temporary = directory.parent / f".latest-{os.getpid()}"
+    if latest.is_dir() and not latest.is_symlink():
+        atomic_write_text(latest.with_suffix(".txt"), directory.name + "\n")
+        return
     try:
         temporary.unlink(missing_ok=True)
         os.symlink(directory.name, temporary, target_is_directory=True)
+        os.replace(temporary, latest)
     except OSError:
+        temporary.unlink(missing_ok=True)
         atomic_write_text(latest.with_suffix(".txt"), directory.name + "\n")
-        return
-    os.replace(temporary, latest)
 
 
 def load_report(path: Path) -> dict:
@@ -167,9 +220,26 @@ def summary_lines(report: dict) -> list[str]:
                     "" if value is None else f"{value:.4g}",
                     "" if bound is None else f"{op} {bound:.4g}",
                 ))
-    order = {"FAIL": 0, "ERROR": 1, "PASS": 2, "SKIP": 3}
+    order = {"FAIL": 0, "ERROR": 1, "INCONCLUSIVE": 2, "PASS": 3, "SKIP": 4}
     rows.sort(key=lambda r: (r[0], order.get(r[2], 9), r[1]))
     header = ("checkpoint", "check", "verdict", "value", "bound")
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return [fmt.format(*header), fmt.format(*("-" * w for w in widths)), *(fmt.format(*r) for r in rows)]
+
+
+def attention_lines(report: dict) -> list[str]:
+    """What a table cell cannot say: why a check is inconclusive, which
+    checkpoints were lost, which numbers were not finite."""
+    lines = []
+    for name, checkpoint in report["checkpoints"].items():
+        if checkpoint.get("lost"):
+            lines.append(f"checkpoint {name} lost: {checkpoint['lost']['reason']} "
+                         f"({len(checkpoint['lost']['tests'])} tests not judged)")
+        for suite_name, suite in checkpoint["suites"].items():
+            for check_name, verdict in suite["checks"].items():
+                if verdict["outcome"] == "inconclusive":
+                    lines.append(f"INCONCLUSIVE {name} {suite_name}.{check_name}: {verdict['reason']}")
+    for dropped in report.get("non_finite", []):
+        lines.append(f"non-finite value written as null: {dropped['path']} was {dropped['was']}")
+    return [""] + lines if lines else []
