@@ -78,12 +78,14 @@ def test_a_check_whose_yardstick_cannot_answer_is_inconclusive(project, cache_di
     # Answers no model of the zoo has seen: the retain model scores 0 on them.
     shared.write_text("".join(json.dumps({**r, "answer": f"Qwzx{i} Vlorbin Tresk{i}"}) + "\n"
                               for i, r in enumerate(rows)))
-    args = ["--model", f"ga={zoo.build('ga', cache_dir)}", *zoo_args(cache_dir)[:4], "--data-dir", f"dusk={data}",
+    # The candidate is a copy of the retain model: it keeps the unique-retain knowledge (a pass), so the only
+    # verdict in question is the shared-knowledge one.
+    args = ["--model", f"cand={zoo.build('retain', cache_dir)}", *zoo_args(cache_dir)[:4], "--data-dir", f"dusk={data}",
             "-k", "shared_knowledge_kept or unique_retain_knowledge_kept"]
     result, report = run(project, cache_dir, *args, suites=("suites/dusk",))
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*inconclusive*sk_rougeL_recall*retain*no checkpoint could fail*"])
-    checks = report["checkpoints"]["ga"]["suites"]["dusk"]["checks"]
+    checks = report["checkpoints"]["cand"]["suites"]["dusk"]["checks"]
     assert checks["shared_knowledge_kept"]["outcome"] == "inconclusive"
     assert report["summary"]["inconclusive"] == 1 and report["summary"]["passed"] == 1
     html = (Path(report["run"]["directory"]) / "report.html").read_text()
@@ -91,7 +93,7 @@ def test_a_check_whose_yardstick_cannot_answer_is_inconclusive(project, cache_di
 
     strict, strict_report = run(project, cache_dir, *args, "--strict-ci", suites=("suites/dusk",))
     assert strict.ret == 1
-    assert strict_report["checkpoints"]["ga"]["suites"]["dusk"]["checks"]["shared_knowledge_kept"]["outcome"] == "fail"
+    assert strict_report["checkpoints"]["cand"]["suites"]["dusk"]["checks"]["shared_knowledge_kept"]["outcome"] == "fail"
 
 
 CRASH_PLUGIN = '''

@@ -470,22 +470,25 @@ class Gate:
         try:
             verdict, run = bench.judge(self.checkpoint, self.suite, name)
         except UnlearnbenchError as exc:
-            # A broken checkpoint, model or input: one line, not a traceback
-            # through our internals (--tb=long still shows it).
             record["error"] = str(exc)
             self._send(record)
             if self.state.config.getoption("tbstyle") == "long":
                 raise
-            pytest.fail(str(exc), pytrace=False)
+            verdict = None
         except Exception as exc:
             record["error"] = f"{type(exc).__name__}: {exc}"
             self._send(record)
             raise
-        handle = bench.handle(self.checkpoint)
-        record["checkpoint"] = handle.describe() | {"name": self.checkpoint.name}
+        if verdict is None:
+            # A broken checkpoint, model or input: one line, not a traceback
+            # through our internals (--tb=long shows it). Failed outside the
+            # except block, so no chained exception is printed either.
+            pytest.fail(record["error"], pytrace=False)
         record["verdict"] = verdict.to_dict()
+        if run is not None:  # None: skipped without evaluating (its reference model is not given)
+            record["checkpoint"] = run.checkpoint | {"name": self.checkpoint.name}
         key = (self.checkpoint.name, self.suite)
-        if key not in self.state.sent_metrics:  # metrics travel once per checkpoint and suite
+        if run is not None and key not in self.state.sent_metrics:  # metrics travel once per checkpoint and suite
             self.state.sent_metrics.add(key)
             limit = self.state.config.getoption("report_items")
             record["metrics"] = {k: cap_items(m.to_dict(), limit) if limit else m.to_dict()

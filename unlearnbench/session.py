@@ -43,6 +43,7 @@ class SuiteRun:
     metrics: dict[str, MetricResult | Unavailable]
     data: dict
     seconds: float
+    checkpoint: dict = field(default_factory=dict)  # the evaluated model's description (handle.describe())
 
 
 class Bench:
@@ -211,6 +212,7 @@ class Bench:
                 raise
             try:
                 self._runs[key] = self._evaluate(handle, suite)
+                self._runs[key].checkpoint = handle.describe()
             except NonFiniteOutputError as exc:
                 if exc.path != handle.name:  # a reference model's: not this checkpoint's fault
                     self._failures[key] = str(exc)
@@ -272,6 +274,8 @@ class Bench:
             raise UnlearnbenchError(
                 f"suite {suite} has no check '{check_name}' in its thresholds (it has: {', '.join(self.gates[suite])})"
             )
+        if check.relative_to and self.reference_spec(check.relative_to, suite) is None:
+            return check.judge({}, None), None  # skipped, naming the missing option: nothing to evaluate
         run = self.run(spec, suite)
         reference = self.reference_run(check.relative_to, suite) if check.relative_to else None
         others = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,7 +131,7 @@ class ModelHandle:
         kwargs = {"gguf_file": resolved.gguf_file} if resolved.gguf_file else {}
         where = resolved.display
         # In a sweep the user knows a checkpoint by its name: errors lead with it.
-        label = f"{name} ({where})" if name and name != Path(where).name else where
+        label = f"{name} ({where})" if name else where
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(resolved.directory), **kwargs)
             config = AutoConfig.from_pretrained(str(resolved.directory), **kwargs)
@@ -147,7 +148,7 @@ class ModelHandle:
             try:
                 model = AutoModelForCausalLM.from_pretrained(str(resolved.directory), dtype=torch_dtype, **kwargs)
             except Exception as exc:  # noqa: BLE001
-                raise CheckpointError(label, f"cannot load weights ({type(exc).__name__}: {exc})") from None
+                raise CheckpointError(label, f"cannot load weights: {_load_failure(exc)}") from None
             model.to(device=torch_device, dtype=torch_dtype)
         return cls(
             model,
@@ -715,6 +716,17 @@ class ModelHandle:
 
 def _block_tensor(output) -> torch.Tensor:
     return output[0] if isinstance(output, tuple) else output
+
+
+def _load_failure(exc: Exception) -> str:
+    """One line for a failed weights load (torch's own messages run to a page)."""
+    text = str(exc)
+    if "Weights only load failed" in text:
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        what = f" (it needs {found.group(1)})" if found else ""
+        return (f"its .bin pickle holds objects that torch.load(weights_only=True) refuses to run{what}; "
+                "load it only if you trust it, and save it as safetensors")
+    return f"{type(exc).__name__}: {text.strip().splitlines()[0] if text.strip() else ''}"
 
 
 def cut_at_stop(text: str, stop_strings: Sequence[str]) -> str:
