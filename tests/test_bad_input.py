@@ -20,13 +20,15 @@ from unlearnbench.thresholds import Check
 
 
 def nan_checkpoint(source: Path, target: Path, tensor: str = "model.layers.0.mlp.down_proj.weight") -> Path:
-    """A copy of `source` with one 2-D weight set to NaN (a diverged training run)."""
-    from safetensors.torch import load_file, save_file
+    """A copy of `source` with one 2-D weight set to NaN (a diverged training run).
+    Through numpy: the end-to-end tests keep torch out of their own process."""
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
 
     shutil.copytree(source, target)
     weights = load_file(target / "model.safetensors")
-    assert weights[tensor].dim() == 2
-    weights[tensor] = weights[tensor].clone().fill_(float("nan"))
+    assert weights[tensor].ndim == 2
+    weights[tensor] = np.full_like(weights[tensor], np.nan)
     save_file(weights, target / "model.safetensors", metadata={"format": "pt"})
     return target
 

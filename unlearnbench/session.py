@@ -14,7 +14,7 @@ from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache
 from unlearnbench.errors import CheckpointError, NonFiniteOutputError, UnlearnbenchError
 from unlearnbench.metrics.core import MetricResult, Unavailable, metric_from_dict, seeded
 from unlearnbench.models.checkpoint import CheckpointSpec, resolve
-from unlearnbench.suites import SUITES, zoo_checkpoints
+from unlearnbench.suites import SUITES, sweep_checkpoints, zoo_checkpoints
 from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds
 
 REFERENCE_ROLES = ("full", "retain")
@@ -34,6 +34,7 @@ class BenchOptions:
     cache_dir: Path = DEFAULT_CACHE_DIR
     strict_ci: bool = False
     seed: int = 0
+    shard: object | None = None  # shard.Shard: evaluate only this shard's checkpoints
 
 
 @dataclass
@@ -70,7 +71,7 @@ class Bench:
                 resolve(spec.source)
 
     def checkpoints(self, suite: str) -> list[CheckpointSpec]:
-        return self.options.models or zoo_checkpoints(SUITES[suite].default_checkpoints)
+        return sweep_checkpoints(suite, self.options.models, self.options.shard)
 
     def reference_spec(self, role: str, suite: str) -> CheckpointSpec | None:
         """--full-model / --retain-model; on the default zoo, the suite's zoo references."""
@@ -158,6 +159,18 @@ class Bench:
                 fingerprint_memo=self.options.cache_dir / "fingerprints.json",
             )
         return self._handles[path]
+
+    def release(self, spec: CheckpointSpec) -> None:
+        """Free a checkpoint's model after its last test (reference models stay):
+        a sweep holds the references and one checkpoint per process. Its
+        results stay; a later test of it would load it again."""
+        path = self._spec_path(spec)
+        pinned = {self._spec_path(ref) for suite in self.gates for role in REFERENCE_ROLES
+                  if (ref := self.reference_spec(role, suite)) is not None}
+        if path in pinned or path not in self._handles:
+            return
+        handle = self._handles.pop(path)
+        handle.release()
 
     def reference(self, role: str, suite: str):
         spec = self.reference_spec(role, suite)
