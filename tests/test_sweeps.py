@@ -19,12 +19,13 @@ import gc, json, os, weakref
 
 from unlearnbench.models import handle as handle_module
 
-live, peak = set(), [0]
+live, peak, names = set(), [0], []
 _load = handle_module.ModelHandle.load.__func__
 
 
 def _counted_load(cls, *args, **kwargs):
     handle = _load(cls, *args, **kwargs)
+    names.append(handle.name)
     key = id(handle.model)
     live.add(key)
     peak[0] = max(peak[0], len(live))
@@ -41,7 +42,7 @@ def pytest_runtest_setup(item):
 
 def pytest_sessionfinish(session):
     with open(os.environ["LOADED_MODELS_LOG"], "w") as out:
-        json.dump({"peak": peak[0]}, out)
+        json.dump({"peak": peak[0], "loaded": names}, out)
 '''
 
 
@@ -127,3 +128,24 @@ def test_bad_shard_is_a_usage_error(project, cache_dir, smoke_lm_dir, value, mes
                                           "--cache-dir", str(cache_dir))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str()
+
+
+def test_an_interrupted_sweep_resumes_without_loading_what_it_finished(project, smoke_lm_dir, smoke_untrained_dir,
+                                                                        random_llama_dir, monkeypatch, tmp_path):
+    project.makepyfile(countplugin=COUNT_PLUGIN)
+    log = tmp_path / "loaded.json"
+    monkeypatch.setenv("LOADED_MODELS_LOG", str(log))
+    own_cache = tmp_path / "cache"
+    common = ["suites/smoke", "--model", f"untrained={smoke_untrained_dir}", "--model", f"random={random_llama_dir}",
+              "--full-model", str(smoke_lm_dir), "--cache-dir", str(own_cache), "-p", "countplugin",
+              "--report-dir", str(project.path / "reports")]
+    project.runpytest_subprocess(*common, "-k", "untrained")  # the sweep stops after one checkpoint
+    first = report_of(project)
+    assert set(json.loads(log.read_text())["loaded"]) == {"untrained", smoke_lm_dir.name}
+    project.runpytest_subprocess(*common)  # the whole sweep again
+    rerun = report_of(project)
+    assert json.loads(log.read_text())["loaded"] == ["random"]  # only the checkpoint the first run did not reach
+    assert rerun["checkpoints"]["untrained"]["suites"]["smoke"]["metrics"] == \
+        first["checkpoints"]["untrained"]["suites"]["smoke"]["metrics"]
+    assert rerun["checkpoints"]["untrained"]["suites"]["smoke"]["timings"]["from_cache"] is True
+    assert rerun["checkpoints"]["untrained"]["info"]["fingerprint"]  # described from the cache

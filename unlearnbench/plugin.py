@@ -527,10 +527,10 @@ class Gate:
             record["metrics"] = {k: cap_items(m.to_dict(), limit) if limit else m.to_dict()
                                  for k, m in run.metrics.items()}
             record["data"] = run.data
-            record["timings"] = {"evaluate_s": round(run.seconds, 3)}
+            record["timings"] = {"evaluate_s": round(run.seconds, 3), "from_cache": run.cached}
         if verdict.relative_to and verdict.outcome not in ("skip", "error"):
-            reference = bench.reference(verdict.relative_to, self.suite)
-            record["references"] = {verdict.relative_to: reference.describe()}
+            reference = bench.reference_run(verdict.relative_to, self.suite)
+            record["references"] = {verdict.relative_to: reference.checkpoint}
         self._send(record)
         if verdict.outcome == "skip":
             pytest.skip(verdict.reason)
