@@ -60,8 +60,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--report-items", type=_positive_int, default=None, metavar="N",
                     help="keep at most N items' values and generations per metric in the report (values and CIs "
                          "still cover every item); default: all")
+    group.addoption("--shard", type=_parse_shard, default=None, metavar="I/N",
+                    help="evaluate only shard I of N (0 <= I < N) of the run's checkpoints, e.g. "
+                         "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT; join the reports with `unlearnbench merge`")
     group.addoption("--no-progress", action="store_true",
                     help="do not print progress lines (model loading, generation, patching) to stderr")
+
+
+def _parse_shard(text: str):
+    from unlearnbench.shard import Shard
+
+    return Shard.parse(text)
 
 
 def _positive_int(text: str) -> int:
@@ -145,11 +154,11 @@ class PluginState:
 
     def checkpoints(self, suite: str) -> list:
         """--model entries, or the suite's default fixture-zoo checkpoints."""
-        from unlearnbench.suites import SUITES, zoo_checkpoints
+        from unlearnbench.suites import SUITES, sweep_checkpoints
 
         if suite not in SUITES:
             raise pytest.UsageError(f"unknown suite '{suite}' (known: {', '.join(SUITES)})")
-        return self.user_checkpoints() or zoo_checkpoints(SUITES[suite].default_checkpoints)
+        return sweep_checkpoints(suite, self.user_checkpoints(), self.config.getoption("shard"))
 
     def bench_options(self):
         """BenchOptions from the command line (parsing only; raises UsageError)."""
@@ -193,6 +202,7 @@ class PluginState:
                 cache_dir=Path(opt("cache_dir")).expanduser() if opt("cache_dir") else DEFAULT_CACHE_DIR,
                 strict_ci=opt("strict_ci"),
                 seed=opt("seed"),
+                shard=opt("shard"),
             )
         except UnlearnbenchError as exc:
             raise pytest.UsageError(str(exc)) from None
@@ -250,6 +260,14 @@ class PluginState:
             Bench(self.bench_options()).validate_checkpoints()
         except UnlearnbenchError as exc:
             raise pytest.UsageError(str(exc)) from None
+
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        """After a checkpoint's last test (items run checkpoint-major; under
+        xdist a worker receives a checkpoint's tests together, so `nextitem` is
+        the same test order), free its model."""
+        current = _checkpoint_of(item)
+        if self.bench is not None and current is not None and _checkpoint_of(nextitem) != current:
+            self.bench.release(current)
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if self.startup_error and item.get_closest_marker(MARKER):
@@ -409,8 +427,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.xdist_group(name=f"checkpoint:{callspec.params['checkpoint'].name}"))
     if not suites:
         return
+    # Checkpoint-major order: all suites and checks of one checkpoint, then the
+    # next (other tests first, in their order), so each model is loaded once
+    # and freed after its last test.
+    first_seen: dict[str, int] = {}
+    ranked = [(-1 if spec is None else first_seen.setdefault(spec.name, len(first_seen)), position, item)
+              for position, item in enumerate(items) for spec in [_checkpoint_of(item)]]
+    items[:] = [item for _, _, item in sorted(ranked, key=lambda r: (r[0], r[1]))]
     state: PluginState = config.stash[_STATE]
     state.start(sorted(suites), suites)
+
+
+def _checkpoint_of(item: pytest.Item | None):
+    """The CheckpointSpec a suite test is parametrized with, else None."""
+    callspec = getattr(item, "callspec", None)
+    if item is None or callspec is None or item.get_closest_marker(MARKER) is None:
+        return None
+    return callspec.params.get("checkpoint")
 
 
 def _thresholds_file(test_file: Path, suite: str) -> Path:
@@ -494,10 +527,10 @@ class Gate:
             record["metrics"] = {k: cap_items(m.to_dict(), limit) if limit else m.to_dict()
                                  for k, m in run.metrics.items()}
             record["data"] = run.data
-            record["timings"] = {"evaluate_s": round(run.seconds, 3)}
+            record["timings"] = {"evaluate_s": round(run.seconds, 3), "from_cache": run.cached}
         if verdict.relative_to and verdict.outcome not in ("skip", "error"):
-            reference = bench.reference(verdict.relative_to, self.suite)
-            record["references"] = {verdict.relative_to: reference.describe()}
+            reference = bench.reference_run(verdict.relative_to, self.suite)
+            record["references"] = {verdict.relative_to: reference.checkpoint}
         self._send(record)
         if verdict.outcome == "skip":
             pytest.skip(verdict.reason)

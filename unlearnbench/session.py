@@ -5,6 +5,7 @@ or the CLI can too (nothing here imports pytest).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,8 +14,8 @@ from unlearnbench import progress
 from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache
 from unlearnbench.errors import CheckpointError, NonFiniteOutputError, UnlearnbenchError
 from unlearnbench.metrics.core import MetricResult, Unavailable, metric_from_dict, seeded
-from unlearnbench.models.checkpoint import CheckpointSpec, resolve
-from unlearnbench.suites import SUITES, zoo_checkpoints
+from unlearnbench.models.checkpoint import CheckpointSpec, fingerprint, resolve
+from unlearnbench.suites import SUITES, sweep_checkpoints, zoo_checkpoints
 from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds
 
 REFERENCE_ROLES = ("full", "retain")
@@ -34,6 +35,7 @@ class BenchOptions:
     cache_dir: Path = DEFAULT_CACHE_DIR
     strict_ci: bool = False
     seed: int = 0
+    shard: object | None = None  # shard.Shard: evaluate only this shard's checkpoints
 
 
 @dataclass
@@ -44,6 +46,7 @@ class SuiteRun:
     data: dict
     seconds: float
     checkpoint: dict = field(default_factory=dict)  # the evaluated model's description (handle.describe())
+    cached: bool = False  # read from the result cache (an earlier run computed it)
 
 
 class Bench:
@@ -56,7 +59,8 @@ class Bench:
         self._runs: dict[tuple[str, str], SuiteRun] = {}
         self._failures: dict[tuple[str, str], str] = {}
         self._broken: dict[str, CheckpointError] = {}  # checkpoint name -> why it cannot be evaluated
-        self._refused: dict[tuple[str, str], CheckpointError] = {}  # (checkpoint, suite) found unfit before loading
+        self._refused: dict[tuple[str, str], CheckpointError] = {}
+        self._fingerprints: dict[str, str] = {}  # checkpoint path -> fingerprint  # (checkpoint, suite) found unfit before loading
 
     # ------------------------------------------------------------ validation
     def validate_checkpoints(self) -> None:
@@ -70,7 +74,7 @@ class Bench:
                 resolve(spec.source)
 
     def checkpoints(self, suite: str) -> list[CheckpointSpec]:
-        return self.options.models or zoo_checkpoints(SUITES[suite].default_checkpoints)
+        return sweep_checkpoints(suite, self.options.models, self.options.shard)
 
     def reference_spec(self, role: str, suite: str) -> CheckpointSpec | None:
         """--full-model / --retain-model; on the default zoo, the suite's zoo references."""
@@ -159,6 +163,18 @@ class Bench:
             )
         return self._handles[path]
 
+    def release(self, spec: CheckpointSpec) -> None:
+        """Free a checkpoint's model after its last test (reference models stay):
+        a sweep holds the references and one checkpoint per process. Its
+        results stay; a later test of it would load it again."""
+        path = self._spec_path(spec)
+        pinned = {self._spec_path(ref) for suite in self.gates for role in REFERENCE_ROLES
+                  if (ref := self.reference_spec(role, suite)) is not None}
+        if path in pinned or path not in self._handles:
+            return
+        handle = self._handles.pop(path)
+        handle.release()
+
     def reference(self, role: str, suite: str):
         spec = self.reference_spec(role, suite)
         return None if spec is None else self.handle(spec)
@@ -191,8 +207,51 @@ class Bench:
         return self.cache.get_or_compute(parts, lambda: compute(handle))
 
     # ----------------------------------------------------------------- metrics
+    def fingerprint_of(self, spec: CheckpointSpec) -> str:
+        """The checkpoint's fingerprint from its files (memoised digests), without loading it."""
+        path = self._spec_path(spec)
+        if path not in self._fingerprints:
+            loaded = self._handles.get(path)
+            self._fingerprints[path] = loaded.fingerprint if loaded is not None else fingerprint(
+                resolve(path).files, self.options.cache_dir / "fingerprints.json")
+        return self._fingerprints[path]
+
+    def _run_parts(self, spec: CheckpointSpec, suite: str) -> dict:
+        """Cache key of a suite's results on a checkpoint: its weights, the data
+        (with the suite's parameters), the suite's code version, the run's
+        reference models (relative metrics and UDS depend on them), dtype,
+        device kind and seed. Known before any model loads."""
+        from unlearnbench.models.device import resolve_device
+
+        references = {role: self.fingerprint_of(ref) for role in REFERENCE_ROLES
+                      if (ref := self.reference_spec(role, suite)) is not None}
+        return {
+            "op": f"suite:{suite}",
+            "model": self.fingerprint_of(spec),
+            "data": self.data(suite).fingerprint,
+            "version": SUITES[suite].version,
+            "params": {"dtype": self.options.dtype, "device": resolve_device(self.options.device).type,
+                       "seed": self.options.seed, "references": references},
+        }
+
+    def _cached_run(self, spec: CheckpointSpec, suite: str) -> SuiteRun:
+        """The suite's results on `spec` from the result cache, else computed
+        (loading the model only then) and stored: an interrupted sweep, rerun,
+        loads none of the checkpoints it finished."""
+        computed = []
+
+        def compute() -> dict:
+            handle = self.handle(spec)
+            run = self._evaluate(handle, suite)
+            run.checkpoint = handle.describe()
+            computed.append(run)
+            return _to_plain(run)
+
+        stored = self.cache.get_or_compute(self._run_parts(spec, suite), compute)
+        return computed[0] if computed else dataclasses.replace(_from_plain(stored), cached=True)
+
     def run(self, spec: CheckpointSpec, suite: str) -> SuiteRun:
-        """The suite's metrics on a checkpoint, computed once per session.
+        """The suite's metrics on a checkpoint, computed once (see `_cached_run`).
 
         A checkpoint that cannot load or computes non-finite logits is broken
         for every suite: its later checks fail at once with the same one-line
@@ -206,19 +265,17 @@ class Bench:
             raise UnlearnbenchError(f"evaluating {suite} on {spec.name} failed earlier: {self._failures[key]}")
         if key not in self._runs:
             try:
-                handle = self.handle(spec)
-            except CheckpointError as exc:
-                self._broken[spec.name] = exc
-                raise
-            try:
-                self._runs[key] = self._evaluate(handle, suite)
-                self._runs[key].checkpoint = handle.describe()
+                self._runs[key] = self._cached_run(spec, suite)
             except NonFiniteOutputError as exc:
-                if exc.path != handle.name:  # a reference model's: not this checkpoint's fault
+                loaded = self._handles.get(self._spec_path(spec))
+                if loaded is None or exc.path != loaded.name:  # a reference model's: not this checkpoint's fault
                     self._failures[key] = str(exc)
                     raise
                 self._broken[spec.name] = exc
                 self._handles.pop(self._spec_path(spec), None)
+                raise
+            except CheckpointError as exc:  # its files or weights: broken for every suite
+                self._broken[spec.name] = exc
                 raise
             except Exception as exc:
                 self._failures[key] = f"{type(exc).__name__}: {exc}"
@@ -226,28 +283,19 @@ class Bench:
         return self._runs[key]
 
     def reference_run(self, role: str, suite: str) -> SuiteRun | None:
-        """The suite on a reference model, cached on disk across sessions."""
-        handle = self.reference(role, suite)
-        if handle is None:
+        """The suite on a reference model (cached on disk across sessions, as every run)."""
+        spec = self.reference_spec(role, suite)
+        if spec is None:
             return None
         key = (f"<{role}>", suite)
         if key[0] in self._broken:
             raise self._broken[key[0]]
         if key not in self._runs:
-            data = self.data(suite)
-            parts = {
-                "op": f"suite:{suite}",
-                "model": handle.fingerprint,
-                "data": data.fingerprint,
-                "version": SUITES[suite].version,
-                "params": {"dtype": str(handle.dtype), "seed": self.options.seed},
-            }
             try:
-                stored = self.cache.get_or_compute(parts, lambda: _to_plain(self._evaluate(handle, suite)))
+                self._runs[key] = self._cached_run(spec, suite)
             except NonFiniteOutputError as exc:
                 self._broken[key[0]] = exc  # every check relative to it fails with this line
                 raise
-            self._runs[key] = _from_plain(stored)
         return self._runs[key]
 
     def _evaluate(self, handle, suite: str) -> SuiteRun:
@@ -289,7 +337,8 @@ class Bench:
 
 
 def _to_plain(run: SuiteRun) -> dict:
-    return {"metrics": {k: m.to_dict() for k, m in run.metrics.items()}, "data": run.data, "seconds": run.seconds}
+    return {"metrics": {k: m.to_dict() for k, m in run.metrics.items()}, "data": run.data, "seconds": run.seconds,
+            "checkpoint": run.checkpoint}
 
 
 def _from_plain(plain: dict) -> SuiteRun:
@@ -297,4 +346,5 @@ def _from_plain(plain: dict) -> SuiteRun:
         metrics={k: metric_from_dict(m) for k, m in plain["metrics"].items()},
         data=plain["data"],
         seconds=plain["seconds"],
+        checkpoint=plain.get("checkpoint", {}),
     )

@@ -40,6 +40,18 @@ class SuiteSpec:
         return _resolve(self.evaluator)
 
 
+def sweep_checkpoints(suite: str, models: list, shard=None) -> list:
+    """The checkpoints `suite` evaluates: the user's (`models`), else the
+    suite's zoo defaults; with `shard`, only that shard's (see shard.py: the
+    split is over the whole run's checkpoint list, the same for every suite)."""
+    specs = list(models) or zoo_checkpoints(SUITES[suite].default_checkpoints)
+    if shard is None:
+        return specs
+    names = [s.name for s in models] or [n for spec in SUITES.values() for n in spec.default_checkpoints]
+    keep = set(shard.select(names))
+    return [s for s in specs if s.name in keep]
+
+
 def zoo_checkpoints(names) -> list:
     from unlearnbench.models.checkpoint import CheckpointSpec
 

@@ -110,6 +110,17 @@ class ModelHandle:
             f"forward pass {self._finite_forwards + 1} (the earlier ones were finite)"
         raise NonFiniteOutputError(self.name, f"non-finite logits ({kind}) in {where}: the weights are broken")
 
+    def release(self) -> None:
+        """Free the weights now (also on the GPU), even if something still holds
+        this handle: the model's parameters move to the meta device."""
+        import gc
+
+        device = self.device
+        self.model.to("meta")
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
     # ------------------------------------------------------------------ loading
     @classmethod
     def load(
