@@ -263,15 +263,19 @@ def test_report_material_generations_and_pl_sign(zoo_bench):
 def test_reference_work_is_cached_across_sessions(zoo_family, cache_dir, zoo_bench):
     from unlearnbench.session import Bench, BenchOptions
 
-    fresh = Bench(BenchOptions(models=[], cache_dir=cache_dir, device="cpu"))
-    fresh.prepare_suites(["dusk"], {"dusk": ROOT / "thresholds" / "dusk.yaml"})
-    for name in ("ga", "simnpo"):
-        spec = next(s for s in fresh.checkpoints("dusk") if s.name == name)
-        for check in fresh.gates["dusk"]:
-            fresh.judge(spec, "dusk", check)
-    # retain's whole-suite run and its membership scores were computed by the
-    # module's first Bench: this one only reads them.
-    assert fresh.cache.stats.misses == 0 and fresh.cache.stats.hits >= 2
+    verdicts = []
+    for _session in range(2):
+        fresh = Bench(BenchOptions(models=[], cache_dir=cache_dir, device="cpu"))
+        fresh.prepare_suites(["dusk"], {"dusk": ROOT / "thresholds" / "dusk.yaml"})
+        for name in ("ga", "simnpo"):
+            spec = next(s for s in fresh.checkpoints("dusk") if s.name == name)
+            verdicts.append({check: fresh.judge(spec, "dusk", check)[0] for check in fresh.gates["dusk"]})
+    # The second session reads everything back: ga's and simnpo's results and
+    # the references' (retain for the bounds, full for `separated_from`); it
+    # loads no model and judges exactly as the first.
+    assert fresh.cache.stats.misses == 0 and fresh.cache.stats.hits == 4
+    assert not fresh._handles
+    assert verdicts[2:] == verdicts[:2]
 
 
 def test_checks_needing_retain_skip_without_it(zoo_family, cache_dir):

@@ -136,8 +136,10 @@ def resolve(source: str) -> ResolvedCheckpoint:
 
 def judge_source(target: str) -> str:
     """`--judge hf:TARGET` names a local checkpoint or a Hub model in one
-    prefix: an existing path stays a path, anything else is the Hub id."""
-    return target if Path(target).expanduser().exists() else HUB_PREFIX + target
+    prefix: a path stays a path; ORG/NAME that is not a local path is the Hub id."""
+    if Path(target).expanduser().exists() or not HUB_ID.match(target) or target.startswith((".", "/", "~")):
+        return target  # a path (a missing one is reported as such by resolve)
+    return HUB_PREFIX + target
 
 
 def _hub_snapshot(repo_id: str) -> Path:
