@@ -56,8 +56,10 @@ def test_a_nan_checkpoint_in_a_sweep_fails_alone_and_the_report_is_written(proje
     broken = nan_checkpoint(ga, tmp_path / "nan")
     suites = ("suites/dusk", "suites/uds")
     alone, alone_report = run(project, cache_dir, "--model", f"ga={ga}", *zoo_args(cache_dir), suites=suites)
-    sweep, report = run(project, cache_dir, "--model", f"ga={ga}", "--model", f"nan={broken}",
+    # A fresh result cache: ga is evaluated again, next to the broken checkpoint, not read back.
+    sweep, report = run(project, tmp_path / "cache", "--model", f"ga={ga}", "--model", f"nan={broken}",
                         *zoo_args(cache_dir), suites=suites)
+    assert not report["checkpoints"]["ga"]["suites"]["dusk"]["timings"]["from_cache"]
     assert report is not None, sweep.stdout.str()[-3000:]
     assert values(report, "ga") == values(alone_report, "ga")
     nan_checks = [v for s in report["checkpoints"]["nan"]["suites"].values() for v in s["checks"].values()]
@@ -110,8 +112,10 @@ def test_a_crashed_worker_costs_only_its_checkpoint(project, cache_dir, smoke_lm
     alone, alone_report = run(project, cache_dir, "--model", f"lm={smoke_lm_dir}", "--model",
                               f"untrained={smoke_untrained_dir}")
     crash_dir = shutil.copytree(smoke_lm_dir, tmp_path / "crash")
-    result, report = run(project, cache_dir, "--model", f"lm={smoke_lm_dir}", "--model", f"crash={crash_dir}",
-                         "--model", f"untrained={smoke_untrained_dir}", "-n", "2", "-p", "crashplugin")
+    # A fresh result cache: the surviving checkpoints are evaluated again, not read back.
+    result, report = run(project, tmp_path / "cache", "--model", f"lm={smoke_lm_dir}", "--model",
+                         f"crash={crash_dir}", "--model", f"untrained={smoke_untrained_dir}", "-n", "2",
+                         "-p", "crashplugin")
     assert report is not None, result.stdout.str()[-3000:]
     assert values(report, "lm") == values(alone_report, "lm")
     assert values(report, "untrained") == values(alone_report, "untrained")
