@@ -48,6 +48,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "unlearnbench-sweep-bench")
+    parser.add_argument("--batch-size", default="8",
+                        help="pinned, so peak memory reflects the models held, not an auto batch sized from free memory")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     from unlearnbench.fixtures import zoo
@@ -64,7 +66,7 @@ def main() -> None:
                    "--no-progress", *models, "--full-model", str(full), "--retain-model", str(retain),
                    "--data-dir", str(data), "--suite-option", "dusk.qa_max_new_tokens=8",
                    "--suite-option", "dusk.verbatim_max_new_tokens=16", "--suite-option", "uds.max_items=4",
-                   "--report-dir", str(args.work_dir / "reports"), "--device", "cpu",
+                   "--report-dir", str(args.work_dir / "reports"), "--device", "cpu", "--batch-size", args.batch_size,
                    # A fresh result cache per N: each run pays the reference work once, as a new sweep does.
                    "--cache-dir", str(args.work_dir / f"cache-{n}-{time.time_ns()}")]
         started = time.perf_counter()
