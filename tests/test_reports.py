@@ -95,6 +95,18 @@ def test_merge_combines_disjoint_runs_and_refuses_incompatible_ones():
         merge.merge_reports([("A.json", a), ("C.json", copy.deepcopy(a))], force=True)
 
 
+def test_merge_keeps_each_runs_regressions_and_non_finite_notes():
+    a = synthetic({"a": {"c": verdict("pass", 0.6, 0.5)}})
+    b = synthetic({"b": {"c": verdict("fail", 0.3, 0.5)}})
+    a["regressions"] = [{"checkpoint": "a", "suite": "s", "metric": "m", "value": 0.2, "baseline": 0.6}]
+    b["regressions"] = [{"checkpoint": "b", "suite": "s", "metric": "m", "value": 0.1, "baseline": 0.5}]
+    b["non_finite"] = [{"path": "checkpoints.b.suites.s.metrics.m.value", "was": "nan"}]
+    merged = merge.merge_reports([("A.json", a), ("B.json", b)])
+    assert [r["checkpoint"] for r in merged["regressions"]] == ["a", "b"]
+    assert merged["non_finite"] == b["non_finite"]
+    assert set(merge.merge_reports([("A.json", a)])["checkpoints"]) == {"a"}  # one shard's report is a sweep too
+
+
 def test_merge_cli_writes_json_and_html(tmp_path, capsys):
     from unlearnbench.cli import main
 
