@@ -38,8 +38,8 @@ def _signatures(report: dict) -> tuple[dict, dict]:
 
 def merge_reports(reports: list[tuple[str, dict]], *, force: bool = False) -> dict:
     """One report from (label, report) pairs; ValueError on incompatible runs."""
-    if len(reports) < 2:
-        raise ValueError("merge needs at least two reports")
+    if not reports:
+        raise ValueError("merge needs at least one report")
     problems, owner = [], {}
     first_label, first = reports[0]
     gates, data = _signatures(first)
@@ -84,4 +84,7 @@ def merge_reports(reports: list[tuple[str, dict]], *, force: bool = False) -> di
             merged["references"][role] = merged["references"].get(role) or info
         for key in merged["summary"]:
             merged["summary"][key] += report["summary"].get(key, 0)
+        for key in ("regressions", "non_finite"):
+            if report.get(key):
+                merged.setdefault(key, []).extend(copy.deepcopy(report[key]))
     return merged
