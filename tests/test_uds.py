@@ -87,17 +87,19 @@ def test_fast_and_exact_paths_equal_the_naive_reference_on_the_zoo(zoo_handles, 
     np.testing.assert_allclose([v for v in ours if v is not None], [v for v in theirs if v is not None], atol=1e-4)
 
 
-def test_retain_scores_one_full_scores_zero_exactly(zoo_handles, zoo_items):
+def test_full_patched_with_itself_scores_zero(zoo_handles, zoo_items):
     full = zoo_handles["full"]
     items, sequences, spans, skipped = zoo_items
     delta1 = uds.layer_deltas(full, zoo_handles["retain"], sequences, spans)
     self_delta = uds.layer_deltas(full, full, sequences, spans)
     # Patching full with its own block outputs changes nothing, at every layer,
     # the last one included: a replacement taken from hidden_states[-1] (after
-    # the final norm) would move the last layer.
-    assert np.all(self_delta == 0.0)
+    # the final norm) would move the last layer by whole nats. What is left is
+    # float32 rounding: the reruns see other shapes (window rows, a shifted
+    # cache) than the full pass.
+    assert np.abs(self_delta).max() < 1e-6
     as_full = uds.uds_result(items, delta1, self_delta, skipped, {"tau": 0.05}, "")
-    assert as_full.value == 0.0 and set(as_full.per_item.values()) == {0.0}
+    assert as_full.value < 1e-5 and max(as_full.per_item.values()) < 1e-5
 
 
 def test_the_zoo_orders_sensibly(zoo_handles, zoo_items):

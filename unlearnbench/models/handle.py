@@ -12,6 +12,8 @@ import contextlib
 import copy
 import inspect
 import re
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +25,7 @@ import torch
 from unlearnbench import progress
 from unlearnbench.errors import CheckpointError, NonFiniteOutputError
 from unlearnbench.models.checkpoint import ResolvedCheckpoint, fingerprint, resolve
-from unlearnbench.models.device import resolve_device, resolve_dtype
+from unlearnbench.models.device import device_map_kind, resolve_device, resolve_dtype
 
 # Layer containers of the architectures we know by name; anything else is
 # found by shape (a ModuleList with one entry per hidden layer).
@@ -78,6 +80,7 @@ class ModelHandle:
         self.source = source
         self.fingerprint = fingerprint
         self.load_seconds = load_seconds
+        self.offload_folder: str | None = None  # weights of modules a device map puts on "disk"
         self.fixed_batch_size = batch_size
         self._batch_cap = MAX_AUTO_BATCH
         if tokenizer.pad_token_id is None:
@@ -101,7 +104,8 @@ class ModelHandle:
         per_position = torch.sum(logits.detach(), dim=-1, dtype=torch.float32)
         mask = kwargs.get("attention_mask")
         if mask is not None and mask.dim() == 2 and mask.shape[-1] >= per_position.shape[-1]:
-            per_position = per_position[mask[:, mask.shape[-1] - per_position.shape[-1]:].bool()]
+            real = mask[:, mask.shape[-1] - per_position.shape[-1]:].bool()
+            per_position = per_position[real.to(per_position.device)]
         if bool(torch.isfinite(per_position).all()):
             self._finite_forwards += 1
             return
@@ -115,10 +119,16 @@ class ModelHandle:
         this handle: the model's parameters move to the meta device."""
         import gc
 
-        device = self.device
+        on_gpu = any(p.device.type == "cuda" for p in self.model.parameters())
+        if getattr(self.model, "hf_device_map", None) is not None:
+            from accelerate.hooks import remove_hook_from_submodules
+
+            remove_hook_from_submodules(self.model)  # dispatched models refuse .to() while hooked
         self.model.to("meta")
+        if self.offload_folder:
+            shutil.rmtree(self.offload_folder, ignore_errors=True)
         gc.collect()
-        if device.type == "cuda":
+        if on_gpu:
             torch.cuda.empty_cache()
 
     # ------------------------------------------------------------------ loading
@@ -132,7 +142,12 @@ class ModelHandle:
         dtype: str = "auto",
         batch_size: int | None = None,
         fingerprint_memo: Path | None = None,
+        device_map: str | dict | None = None,
     ) -> "ModelHandle":
+        """`device_map` (accelerate's: a strategy such as "auto", or {module:
+        device}) spreads the model over several devices instead of `device`;
+        inputs go to the embedding's device, and every tensor a hook captures
+        or patches follows its block's own device."""
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
@@ -153,15 +168,22 @@ class ModelHandle:
             raise CheckpointError(
                 label, f"tokenizer mismatch: tokenizer has {len(tokenizer)} tokens, model embeds only {vocab}"
             )
-        torch_device = resolve_device(device)
+        torch_device = resolve_device(device) if device_map is None else torch.device(device_map_kind(device_map))
         torch_dtype = resolve_dtype(dtype, torch_device, getattr(config, "dtype", None))
-        with progress.step(f"loading {name or Path(where).name} on {torch_device}"):
+        placement = torch_device if device_map is None else "a device map"
+        if device_map is not None:
+            kwargs["device_map"] = device_map
+            if isinstance(device_map, dict) and "disk" in device_map.values():
+                # Modules mapped to "disk" are read from here at each use.
+                kwargs["offload_folder"] = tempfile.mkdtemp(prefix="unlearnbench-offload-")
+        with progress.step(f"loading {name or Path(where).name} on {placement}"):
             try:
                 model = AutoModelForCausalLM.from_pretrained(str(resolved.directory), dtype=torch_dtype, **kwargs)
             except Exception as exc:  # noqa: BLE001
                 raise CheckpointError(label, f"cannot load weights: {_load_failure(exc)}") from None
-            model.to(device=torch_device, dtype=torch_dtype)
-        return cls(
+            if device_map is None:
+                model.to(device=torch_device, dtype=torch_dtype)
+        handle = cls(
             model,
             tokenizer,
             name=name or Path(where).name,
@@ -170,11 +192,15 @@ class ModelHandle:
             batch_size=batch_size,
             load_seconds=time.perf_counter() - started,
         )
+        handle.offload_folder = kwargs.get("offload_folder")
+        return handle
 
     # --------------------------------------------------------------- properties
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        """Where inputs go: the embedding's device (under a device map, each
+        block's hook moves its inputs on to its own)."""
+        return self.model.get_input_embeddings().weight.device
 
     @property
     def dtype(self) -> torch.dtype:
@@ -196,6 +222,7 @@ class ModelHandle:
             "architecture": type(self.model).__name__,
             "num_layers": self.num_layers,
             "device": str(self.device),
+            "device_map": {k: str(v) for k, v in getattr(self.model, "hf_device_map", {}).items()} or None,
             "device_name": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu",
             "dtype": str(self.dtype).removeprefix("torch."),
             "load_seconds": round(self.load_seconds, 3),
@@ -326,7 +353,7 @@ class ModelHandle:
                 # Gather only this row's predicting positions before the
                 # float32 log-softmax: memory stays at (targets x vocab).
                 logp = torch.log_softmax(logits[row, start - 1 : end - 1].float(), dim=-1)
-                targets = ids[row, start:end]
+                targets = ids[row, start:end].to(logp.device)
                 scores = TokenScores(
                     token_ids=targets.cpu().numpy(),
                     logprobs=logp.gather(-1, targets[:, None])[:, 0].cpu().numpy(),
@@ -393,7 +420,7 @@ class ModelHandle:
             kwargs = {"logits_to_keep": 1} if self._keeps_logits else {}
             positions = (mask.cumsum(-1) - 1).clamp_min(0)
             logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **kwargs).logits
-            scores = logits[:, -1].float()
+            scores = logits[:, -1].float().to(ids.device)
             if logits_processor is not None:
                 scores = logits_processor(ids, scores).float()
             logp = torch.log_softmax(scores, dim=-1)
@@ -489,7 +516,7 @@ class ModelHandle:
         alive = torch.arange(ids.shape[0], device=ids.device)
         next_position = positions[:, -1] + 1
         for step in range(max_new_tokens):
-            tokens = out.logits[:, -1].argmax(-1)
+            tokens = out.logits[:, -1].argmax(-1).to(ids.device)
             done = []
             for row, token in zip(alive.tolist(), tokens.tolist()):
                 generated[row].append(token)
@@ -565,7 +592,7 @@ class ModelHandle:
                              output_hidden_states=post_norm_last)
         if post_norm_last:
             captured[-1] = out.hidden_states[-1]
-        return torch.stack(captured)
+        return torch.stack([c.to(self.device) for c in captured])
 
     @torch.inference_mode()
     def forward_with_patch(
@@ -582,11 +609,12 @@ class ModelHandle:
         `positions` is a [batch, seq] bool mask, `replacement` a [batch, seq,
         hidden] tensor (e.g. another model's `block_outputs(...)[layer]`).
         """
-        where = positions.to(self.device)[..., None]
-        source = replacement.to(device=self.device, dtype=self.dtype)
+        where = positions[..., None]
+        source = replacement.to(dtype=self.dtype)
 
         def hook(_module, _args, output):
-            patched = torch.where(where, source, _block_tensor(output))
+            block = _block_tensor(output)  # on this block's own device under a device map
+            patched = torch.where(where.to(block.device), source.to(block.device), block)
             return (patched, *output[1:]) if isinstance(output, tuple) else patched
 
         with self._block_hook(layer, hook):
@@ -639,7 +667,7 @@ class ModelHandle:
             for row, i in enumerate(batch):
                 start, end = spans[i]
                 logp = torch.log_softmax(logits[row, start - 1 - offset : end - 1 - offset].float(), dim=-1)
-                out.append(float(logp.gather(-1, ids[row, start:end, None]).mean()))
+                out.append(float(logp.gather(-1, ids[row, start:end, None].to(logp.device)).mean()))
             return np.array(out)
 
         @torch.inference_mode()
@@ -675,9 +703,18 @@ class ModelHandle:
         return base, (np.stack([r[1] for r in results]) if patch_source is not None else None)
 
     def _fast_patched(self, ids, mask, positions, source, batch, spans, mean_span_logprob):
-        """Base and per-layer patched span scores, rerunning only what a patch changes."""
+        """Base and per-layer patched span scores, rerunning only what a patch changes.
+
+        Row r's patch changes nothing before its first span-predicting position
+        p_r = start_r - 1, and only positions p_r .. end_r - 2 are scored. So
+        each rerun covers, per row, just that window (the span's length), over
+        the target's own KV cache of positions < p_r. The rows' caches are
+        shifted to end at one column M = max p_r (left-padded, masked): cached
+        keys carry their rotary positions already, and the window's queries get
+        their true positions, so the shift changes no value; the rerun's cost
+        is the spans' lengths, not the batch's longest tail.
+        """
         inner = self.model.model
-        first = int(positions.float().argmax(-1).min())  # first patched position in the batch
         captured: list[torch.Tensor] = []
         hooks = [b.register_forward_hook(lambda _m, _a, out: captured.append(_block_tensor(out))) for b in self.blocks]
         try:
@@ -687,41 +724,65 @@ class ModelHandle:
                 h.remove()
         base = mean_span_logprob(out.logits, ids, batch)
         full_cache = getattr(out, self._cache_kwarg)
-        position_ids = torch.arange(first, ids.shape[1], device=ids.device)[None].expand(ids.shape[0], -1)
-        scored = positions[:, first:]  # the span-predicting positions: the only logits needed
-        targets = torch.cat([ids[row, first + 1 :][scored[row, :-1]] for row in range(ids.shape[0])])
-        counts = scored.sum(-1).tolist()
+
+        starts = torch.tensor([spans[i][0] - 1 for i in batch], device=ids.device)  # p_r
+        lengths = torch.tensor([spans[i][1] - spans[i][0] for i in batch], device=ids.device)
+        shift, width = int(starts.max()), int(lengths.max())
+        offsets = torch.arange(width, device=ids.device)
+        window = (starts[:, None] + offsets).clamp_max(ids.shape[1] - 1)  # [rows, width] positions
+        scored = offsets[None] < lengths[:, None]  # the window's real (span-predicting) positions
+        prefix_columns = torch.arange(shift, device=ids.device)[None] - (shift - starts[:, None])  # [rows, M]
+        attention = torch.cat([(prefix_columns >= 0).long(), scored.long()], dim=1)
+        targets = torch.cat([ids[row, spans[i][0]: spans[i][1]] for row, i in enumerate(batch)])
+        counts = lengths.tolist()
+        shifted = self._shift_cache(full_cache, prefix_columns)
         layers = inner.layers
         patched = []
         try:
             for layer in range(self.num_layers):
-                hidden = torch.where(positions[..., None], source[layer].to(self.dtype), captured[layer])[:, first:]
+                block = captured[layer]  # on block `layer`'s own device under a device map
+                hidden = torch.where(positions[..., None].to(block.device), source[layer].to(block.device, self.dtype),
+                                     block)
+                hidden = hidden.gather(1, window.to(block.device)[..., None].expand(-1, -1, hidden.shape[-1]))
                 if layer + 1 < self.num_layers:
                     # Blocks layer+1.. run through the model's own forward (its
-                    # mask and rotary code apply) over the target's KV cache of
-                    # the unchanged positions before `first`.
+                    # mask and rotary code apply) over the shifted KV cache.
                     inner.layers = layers[layer + 1 :]
                     hidden = inner(
-                        inputs_embeds=hidden, attention_mask=mask, position_ids=position_ids, use_cache=True,
-                        **{self._cache_kwarg: self._cache_prefix(full_cache, first)},
+                        inputs_embeds=hidden, attention_mask=attention, position_ids=window, use_cache=True,
+                        **{self._cache_kwarg: self._cache_of(shifted)},
                     ).last_hidden_state
                     inner.layers = layers
                 else:
                     hidden = inner.norm(hidden)
-                logp = torch.log_softmax(self.model.lm_head(hidden[scored]).float(), dim=-1)
-                token_logp = logp.gather(-1, targets[:, None])[:, 0]
+                logp = torch.log_softmax(self.model.lm_head(hidden[scored.to(hidden.device)]).float(), dim=-1)
+                token_logp = logp.gather(-1, targets[:, None].to(logp.device))[:, 0]
                 patched.append(np.array([float(chunk.mean()) for chunk in token_logp.split(counts)]))
         finally:
             inner.layers = layers
         return base, np.stack(patched, axis=1)
 
-    def _cache_prefix(self, cache, length: int):
-        """A new KV cache holding the first `length` positions of `cache`."""
+    @staticmethod
+    def _shift_cache(cache, prefix_columns: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Every layer's keys and values with row r's first p_r positions
+        right-aligned in M columns (column c holds position c - (M - p_r);
+        the columns before are masked padding)."""
+        index = prefix_columns.clamp_min(0)
+        shifted = []
+        for layer in cache.layers:
+            where = index.to(layer.keys.device)[:, None, :, None].expand(-1, layer.keys.shape[1], -1,
+                                                                          layer.keys.shape[-1])
+            shifted.append((layer.keys.gather(2, where), layer.values.gather(2, where)))
+        return shifted
+
+    def _cache_of(self, shifted: list[tuple[torch.Tensor, torch.Tensor]]):
+        """A fresh KV cache over the shifted prefix (a rerun appends to its own
+        copy; the shifted tensors are shared, never written)."""
         from transformers import DynamicCache
 
         prefix = DynamicCache(config=self.model.config)
-        for index, layer in enumerate(cache.layers):
-            prefix.update(layer.keys[:, :, :length], layer.values[:, :, :length], index)
+        for index, (keys, values) in enumerate(shifted):
+            prefix.update(keys, values, index)
         return prefix
 
 
