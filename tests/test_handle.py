@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -238,3 +240,66 @@ def test_batched_greedy_drops_finished_rows_and_matches_hf_generate(smoke_lm_dir
                                     eos_token_id=handle.tokenizer.eos_token_id)
         assert text == handle.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
     assert got[0] == " Paris" and got[1] == " Eighty eight keys"  # rows that stop early, at different steps
+
+
+def test_a_device_mapped_model_scores_generates_and_patches_as_the_unmapped_one(random_llama, random_llama_dir,
+                                                                                 smoke_tokenizer, tmp_path):
+    """Issue 14 (`--device-map`): every module mapped explicitly, one block
+    offloaded to disk so accelerate's hooks move its weights and inputs (the
+    only second device a CPU has). Capture, both patching paths, scoring and
+    generation must equal the unmapped model's."""
+    import json
+
+    from unlearnbench.models.device import parse_device_map
+
+    blocks = [f"model.layers.{i}" for i in range(random_llama.num_layers)]
+    mapping = {"model.embed_tokens": "cpu", **{b: "cpu" for b in blocks}, "model.norm": "cpu",
+               "model.rotary_emb": "cpu", "lm_head": "cpu"}
+    mapping[blocks[1]] = "disk"
+    path = tmp_path / "map.json"
+    path.write_text(json.dumps(mapping))
+    mapped = ModelHandle.load(str(random_llama_dir), name="mapped", device_map=parse_device_map(str(path)))
+    assert mapped.model.hf_device_map == mapping and mapped.describe()["device_map"] == mapping
+    assert hasattr(mapped.blocks[1], "_hf_hook")  # dispatched: the hooks are live
+    other = ModelHandle.load(str(save_random_llama(tmp_path / "other", smoke_tokenizer, seed=7)), device="cpu")
+
+    sequences = [random_llama.encode(t, add_special_tokens=True) for t in TEXTS]
+    spans = [(3, len(s)) for s in sequences]
+    for exact in (False, True):  # the fast path (blocks rerun over the KV cache) and the hooked full rerun
+        want = random_llama.span_scores(sequences, spans, patch_source=other, exact=exact)
+        got = mapped.span_scores(sequences, spans, patch_source=other, exact=exact)
+        np.testing.assert_allclose(got[0], want[0], atol=1e-5)
+        np.testing.assert_allclose(got[1], want[1], atol=1e-5)
+    # The mapped model as the patch source: its captured block outputs.
+    np.testing.assert_allclose(other.span_scores(sequences, spans, patch_source=mapped)[1],
+                               other.span_scores(sequences, spans, patch_source=random_llama)[1], atol=1e-5)
+    ids = torch.tensor([sequences[1]])
+    torch.testing.assert_close(mapped.block_outputs(ids, torch.ones_like(ids)),
+                               random_llama.block_outputs(ids, torch.ones_like(ids)), atol=1e-5, rtol=1e-5)
+    for got, want in zip(mapped.token_logprobs(sequences, [1] * len(sequences), vocab_stats=True),
+                         random_llama.token_logprobs(sequences, [1] * len(sequences), vocab_stats=True)):
+        np.testing.assert_allclose(got.logprobs, want.logprobs, atol=1e-5)
+        np.testing.assert_allclose(got.vocab_var, want.vocab_var, atol=1e-5)
+    assert mapped.generate(TEXTS, max_new_tokens=6) == random_llama.generate(TEXTS, max_new_tokens=6)
+    np.testing.assert_allclose(mapped.next_token(TEXTS).entropy, random_llama.next_token(TEXTS).entropy, atol=1e-5)
+
+    offload = Path(mapped.offload_folder)
+    assert offload.is_dir()
+    mapped.release()
+    assert not offload.exists()
+    assert all(p.device.type == "meta" for p in mapped.model.parameters())
+
+
+@pytest.mark.parametrize("text, message", [
+    ("nowhere.json", "--device-map 'nowhere.json': expected auto, balanced, balanced_low_0, sequential or a JSON file"),
+    ("bad.json", "--device-map bad.json: expected a JSON object {module name:"),
+])
+def test_a_bad_device_map_is_one_message(text, message, tmp_path, monkeypatch):
+    from unlearnbench.models.device import parse_device_map
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.json").write_text('{"model.layers.0": "gpu7"}')
+    with pytest.raises(ValueError) as raised:
+        parse_device_map(text)
+    assert str(raised.value).startswith(message)
+    assert parse_device_map("auto") == "auto"

@@ -38,6 +38,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--report-dir", metavar="DIR", default=None,
                     help="where reports/<run-id>/ is written (default: <rootdir>/reports)")
     group.addoption("--device", default="auto", help="auto | cpu | cuda | cuda:N (auto: one GPU per xdist worker)")
+    group.addoption("--device-map", type=_parse_device_map, default=None, metavar="auto|FILE.json",
+                    help="spread each checkpoint over every visible GPU (accelerate's device_map: auto, balanced, "
+                         "balanced_low_0, sequential) or as a JSON file {module: device} says; replaces --device")
     group.addoption("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"),
                     help="model weights dtype; log-probs are always float32 (auto: float32 on CPU)")
     group.addoption("--batch-size", default="auto",
@@ -71,6 +74,17 @@ def _parse_shard(text: str):
     from unlearnbench.shard import Shard
 
     return Shard.parse(text)
+
+
+def _parse_device_map(text: str):
+    import argparse
+
+    from unlearnbench.models.device import parse_device_map
+
+    try:
+        return parse_device_map(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive_int(text: str) -> int:
@@ -175,6 +189,10 @@ class PluginState:
                 raise UnlearnbenchError(f"--batch-size must be 'auto' or a positive integer, not {batch!r}")
             if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", opt("device")):
                 raise UnlearnbenchError(f"--device must be auto, cpu, cuda or cuda:N, not {opt('device')!r}")
+            workers = getattr(self.config.option, "numprocesses", None)
+            if opt("device_map") is not None and isinstance(workers, int) and workers > 1:
+                raise UnlearnbenchError(f"--device-map spreads each checkpoint over every visible device: run it "
+                                        f"with one process, not -n {workers}")
             data_dirs = {}
             for entry in opt("data_dir"):
                 suite, directory = split_name(entry)
@@ -197,6 +215,7 @@ class PluginState:
                 data_dirs=data_dirs,
                 suite_options=suite_options,
                 device=opt("device"),
+                device_map=opt("device_map"),
                 dtype=opt("dtype"),
                 batch_size=None if batch == "auto" else int(batch),
                 cache_dir=Path(opt("cache_dir")).expanduser() if opt("cache_dir") else DEFAULT_CACHE_DIR,
@@ -265,8 +284,8 @@ class PluginState:
         """After a checkpoint's last test (items run checkpoint-major; under
         xdist a worker receives a checkpoint's tests together, so `nextitem` is
         the same test order), free its model."""
-        current = _checkpoint_of(item)
-        if self.bench is not None and current is not None and _checkpoint_of(nextitem) != current:
+        current = checkpoint_spec_of(item)
+        if self.bench is not None and current is not None and checkpoint_spec_of(nextitem) != current:
             self.bench.release(current)
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -294,12 +313,9 @@ class PluginState:
         if config.getvalue("dist") != "loadgroup":
             return None
         from unlearnbench.scheduling import CheckpointScheduling
-        from unlearnbench.suites import SUITES
+        from unlearnbench.shard import run_order
 
-        names = [s.name for s in self.user_checkpoints()] or [
-            n for spec in SUITES.values() for n in spec.default_checkpoints
-        ]
-        return CheckpointScheduling(config, log, names)
+        return CheckpointScheduling(config, log, run_order([s.name for s in self.user_checkpoints()]))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report, sched) -> None:
@@ -432,13 +448,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # and freed after its last test.
     first_seen: dict[str, int] = {}
     ranked = [(-1 if spec is None else first_seen.setdefault(spec.name, len(first_seen)), position, item)
-              for position, item in enumerate(items) for spec in [_checkpoint_of(item)]]
+              for position, item in enumerate(items) for spec in [checkpoint_spec_of(item)]]
     items[:] = [item for _, _, item in sorted(ranked, key=lambda r: (r[0], r[1]))]
     state: PluginState = config.stash[_STATE]
     state.start(sorted(suites), suites)
 
 
-def _checkpoint_of(item: pytest.Item | None):
+def checkpoint_spec_of(item: pytest.Item | None):
     """The CheckpointSpec a suite test is parametrized with, else None."""
     callspec = getattr(item, "callspec", None)
     if item is None or callspec is None or item.get_closest_marker(MARKER) is None:
@@ -600,6 +616,7 @@ def _new_report(config: pytest.Config, options) -> dict:
             "retain_model": options.retain.source if options.retain else None,
             "thresholds": str(options.thresholds_override) if options.thresholds_override else None,
             "device": options.device,
+            "device_map": options.device_map,
             "dtype": options.dtype,
             "batch_size": options.batch_size or "auto",
             "data_dirs": dict(options.data_dirs),

@@ -30,6 +30,7 @@ class BenchOptions:
     data_dirs: dict[str, str] = field(default_factory=dict)  # suite -> dir or hf:ID ("*" = every suite)
     suite_options: dict[str, dict[str, str]] = field(default_factory=dict)  # suite -> key -> value
     device: str = "auto"
+    device_map: str | dict | None = None  # accelerate's device_map; replaces `device`
     dtype: str = "auto"
     batch_size: int | None = None
     cache_dir: Path = DEFAULT_CACHE_DIR
@@ -157,6 +158,7 @@ class Bench:
                 path,
                 name=spec.name,
                 device=self.options.device,
+                device_map=self.options.device_map,
                 dtype=self.options.dtype,
                 batch_size=self.options.batch_size,
                 fingerprint_memo=self.options.cache_dir / "fingerprints.json",
@@ -221,7 +223,7 @@ class Bench:
         (with the suite's parameters), the suite's code version, the run's
         reference models (relative metrics and UDS depend on them), dtype,
         device kind and seed. Known before any model loads."""
-        from unlearnbench.models.device import resolve_device
+        from unlearnbench.models.device import device_map_kind, resolve_device
 
         references = {role: self.fingerprint_of(ref) for role in REFERENCE_ROLES
                       if (ref := self.reference_spec(role, suite)) is not None}
@@ -230,7 +232,9 @@ class Bench:
             "model": self.fingerprint_of(spec),
             "data": self.data(suite).fingerprint,
             "version": SUITES[suite].version,
-            "params": {"dtype": self.options.dtype, "device": resolve_device(self.options.device).type,
+            "params": {"dtype": self.options.dtype,
+                       "device": resolve_device(self.options.device).type if self.options.device_map is None
+                       else device_map_kind(self.options.device_map),
                        "seed": self.options.seed, "references": references},
         }
 

@@ -42,5 +42,20 @@ class Shard:
         unique = list(dict.fromkeys(names))
         return [name for k, name in enumerate(unique) if k % self.count == self.index]
 
+    @classmethod
+    def of(cls, name: str, order: Sequence[str]) -> "Shard":
+        """The one-checkpoint shard holding `name` when `order` is split into
+        len(order) shards (what `unlearnbench sweep --ray` runs per task)."""
+        return cls(list(order).index(name), len(order))
+
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
+
+
+def run_order(user_names: Sequence[str]) -> list[str]:
+    """The run's ordered checkpoint names that shards split: the user's, else
+    every suite's zoo defaults in registry order (duplicates dropped)."""
+    from unlearnbench.suites import SUITES
+
+    names = list(user_names) or [n for spec in SUITES.values() for n in spec.default_checkpoints]
+    return list(dict.fromkeys(names))

@@ -47,8 +47,9 @@ def sweep_checkpoints(suite: str, models: list, shard=None) -> list:
     specs = list(models) or zoo_checkpoints(SUITES[suite].default_checkpoints)
     if shard is None:
         return specs
-    names = [s.name for s in models] or [n for spec in SUITES.values() for n in spec.default_checkpoints]
-    keep = set(shard.select(names))
+    from unlearnbench.shard import run_order
+
+    keep = set(shard.select(run_order([s.name for s in models])))
     return [s for s in specs if s.name in keep]
 
 

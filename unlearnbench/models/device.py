@@ -44,6 +44,42 @@ def resolve_device(spec: str) -> torch.device:
     raise ValueError(f"--device must be auto, cpu, cuda or cuda:N, not {spec!r}")
 
 
+DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def parse_device_map(text: str) -> str | dict:
+    """`--device-map`: one of accelerate's strategies (auto, balanced,
+    balanced_low_0, sequential) or a JSON file {module name: device} (an
+    explicit map: "cpu", "disk", a GPU index or "cuda:N"). ValueError names
+    the problem."""
+    if text in DEVICE_MAP_STRATEGIES:
+        return text
+    import json
+    from pathlib import Path
+
+    path = Path(text)
+    if not path.is_file():
+        raise ValueError(f"--device-map {text!r}: expected {', '.join(DEVICE_MAP_STRATEGIES)} or a JSON file "
+                         "{module: device}, and no such file exists")
+    try:
+        mapping = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--device-map {text}: not JSON ({exc})") from None
+    if not isinstance(mapping, dict) or not mapping or not all(
+            isinstance(k, str) and (isinstance(v, int) or (isinstance(v, str) and re.fullmatch(r"cpu|disk|cuda:\d+", v)))
+            for k, v in mapping.items()):
+        raise ValueError(f"--device-map {text}: expected a JSON object {{module name: \"cpu\" | \"disk\" | GPU index "
+                         "| \"cuda:N\"}}")
+    return mapping
+
+
+def device_map_kind(device_map: str | dict) -> str:
+    """'cuda' when the map puts any module on a GPU, else 'cpu'."""
+    if isinstance(device_map, str):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if any(v not in ("cpu", "disk") for v in device_map.values()) else "cpu"
+
+
 def resolve_dtype(spec: str, device: torch.device, checkpoint_dtype: torch.dtype | None) -> torch.dtype:
     """`auto`: float32 on CPU (half precision is slow there); on a GPU the
     checkpoint's own half dtype when it has one, else bfloat16 where supported."""
