@@ -94,6 +94,17 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from unlearnbench.sweep import sweep
+
+    if args.ray is None:
+        raise UnlearnbenchError("sweep needs --ray [ADDRESS]; without Ray, run pytest itself "
+                                "(-n for one machine, --shard I/N for any scheduler)")
+    pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+    status, _ = sweep(args.ray, pytest_args, cpus_per_task=args.cpus_per_task, gpus_per_task=args.gpus_per_task)
+    return status
+
+
 def _html(args: argparse.Namespace) -> int:
     from unlearnbench.atomic import atomic_write_text
     from unlearnbench.report.html import render
@@ -150,6 +161,18 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--force", action="store_true",
                        help="merge even if thresholds or data fingerprints differ (recorded as warnings)")
     merge.set_defaults(run=_merge)
+
+    sweep = sub.add_parser("sweep", help="spread a sweep over a Ray cluster: one task per checkpoint, one report",
+                           description="unlearnbench sweep --ray [ADDRESS] -- PYTEST_ARGS...: the arguments after "
+                                       "-- are those of a pytest run (suites, --model, --model-dir, ...)")
+    sweep.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                       help="HOST:PORT or ray://HOST:PORT of a running cluster, 'auto' (RAY_ADDRESS or the "
+                            "cluster on this machine); without ADDRESS, a Ray instance started here")
+    sweep.add_argument("--cpus-per-task", type=float, default=1.0, help="Ray CPUs each checkpoint's task asks for")
+    sweep.add_argument("--gpus-per-task", type=float, default=None,
+                       help="Ray GPUs each task asks for (default: 1 where the cluster has GPUs, else 0)")
+    sweep.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then the pytest run's arguments")
+    sweep.set_defaults(run=_sweep)
 
     html_cmd = sub.add_parser("html", help="(re)render a report.json as its self-contained HTML page")
     html_cmd.add_argument("report", type=Path)
