@@ -97,6 +97,15 @@ def test_a_check_whose_yardstick_cannot_answer_is_inconclusive(project, cache_di
     assert strict.ret == 1
     assert strict_report["checkpoints"]["cand"]["suites"]["dusk"]["checks"]["shared_knowledge_kept"]["outcome"] == "fail"
 
+    # A release gate that fails on what it cannot decide, without --strict-ci's
+    # CI bounds: the test fails, the verdict stays "inconclusive" in the report.
+    gated, gated_report = run(project, cache_dir, *args, "--fail-inconclusive", suites=("suites/dusk",))
+    assert gated.ret == 1
+    gated.assert_outcomes(passed=1, failed=1)
+    gated.stdout.fnmatch_lines(["*shared_knowledge_kept*inconclusive*--fail-inconclusive*"])
+    checks = gated_report["checkpoints"]["cand"]["suites"]["dusk"]["checks"]
+    assert checks["shared_knowledge_kept"]["outcome"] == "inconclusive"
+
 
 CRASH_PLUGIN = '''
 import os

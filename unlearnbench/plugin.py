@@ -55,6 +55,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="ConceptGuard judge (default: reference, an offline embedding proxy)")
     group.addoption("--strict-ci", action="store_true",
                     help="a check passes only if its whole 95%% bootstrap CI is on the good side")
+    group.addoption("--fail-inconclusive", action="store_true",
+                    help="fail (not skip) a check that cannot separate good from bad checkpoints on this data "
+                         "(a release gate's choice; --strict-ci implies it)")
     group.addoption("--seed", type=int, default=0, help="seed of everything random: bootstrap CIs, MCQ distractors and option positions (default 0)")
     group.addoption("--baseline", metavar="REPORT.json", default=None,
                     help="a previous report to compare with (see --fail-on-regression)")
@@ -551,7 +554,10 @@ class Gate:
         if verdict.outcome == "skip":
             pytest.skip(verdict.reason)
         if verdict.outcome == "inconclusive":  # never a pass; --strict-ci made it a failure already
-            pytest.skip(f"{self.checkpoint.name} {self.suite}.{name}: {verdict.reason}")
+            message = f"{self.checkpoint.name} {self.suite}.{name}: {verdict.reason}"
+            if self.state.config.getoption("fail_inconclusive"):
+                pytest.fail(message + "; --fail-inconclusive fails it", pytrace=False)
+            pytest.skip(message)
         if verdict.outcome == "fail":
             pytest.fail(f"{self.checkpoint.name} {self.suite}.{name}: {verdict.reason}\n"
                         f"  rationale: {verdict.rationale}", pytrace=False)
