@@ -291,13 +291,16 @@ class ModelHandle:
         full_vocab_logits: bool,
         extra: int = 0,
         cap: int | None = None,
+        priority: Sequence | None = None,
     ) -> list:
-        """Run `run(indices)` over length-sorted batches; results in input order.
+        """Run `run(indices)` over length-sorted batches (or sorted by
+        `priority`, largest first); results in input order.
 
         On a CUDA out-of-memory error the batch is halved and retried, and the
         smaller size is kept for the rest of this handle's life.
         """
-        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        order = sorted(range(len(lengths)), key=lambda i: priority[i] if priority is not None else lengths[i],
+                       reverse=True)
         results: list = [None] * len(lengths)
         pos = 0
         while pos < len(order):
@@ -693,12 +696,14 @@ class ModelHandle:
                 ], axis=1)
             return list(zip(base, patched))
 
-        # Fast path: small length-sorted batches keep the first patched position
-        # close to every row's own, so the reruns cover few positions.
+        # Fast path: small batches sorted by span length (then length): each
+        # rerun covers a batch's longest span in every row, and the reruns, not
+        # the two whole passes, are most of the cost.
         what = f"patching {self.num_layers} layers from {patch_source.name}" if patch_source is not None else "scoring"
         with progress.step(f"{self.name}: {what} over {len(sequences)} items"):
-            results = self._map_batches([len(s) for s in sequences], run, full_vocab_logits=True,
-                                        cap=FAST_PATCH_BATCH if fast else None)
+            results = self._map_batches(
+                [len(s) for s in sequences], run, full_vocab_logits=True, cap=FAST_PATCH_BATCH if fast else None,
+                priority=[(end - start, len(s)) for s, (start, end) in zip(sequences, spans)] if fast else None)
         base = np.array([r[0] for r in results])
         return base, (np.stack([r[1] for r in results]) if patch_source is not None else None)
 
