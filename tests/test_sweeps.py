@@ -149,3 +149,17 @@ def test_an_interrupted_sweep_resumes_without_loading_what_it_finished(project, 
         first["checkpoints"]["untrained"]["suites"]["smoke"]["metrics"]
     assert rerun["checkpoints"]["untrained"]["suites"]["smoke"]["timings"]["from_cache"] is True
     assert rerun["checkpoints"]["untrained"]["info"]["fingerprint"]  # described from the cache
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--device-map", "nowhere.json"], "--device-map 'nowhere.json': expected auto, balanced, balanced_low_0, "
+                                       "sequential or a JSON file"),
+    (["--device-map", "auto", "-n", "2"], "--device-map spreads each checkpoint over every visible device: run it "
+                                          "with one process, not -n 2"),
+])
+def test_bad_device_map_is_a_usage_error_before_any_model_loads(project, cache_dir, smoke_lm_dir, extra, message):
+    result = project.runpytest_subprocess("suites/smoke", "--model", str(smoke_lm_dir), "--cache-dir", str(cache_dir),
+                                          *extra)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+    assert "loading" not in result.stderr.str()
