@@ -80,3 +80,30 @@ def test_missing_test_inputs_skip_with_how_to_get_them_but_fail_under_ci(ci, mon
     with pytest.raises(expected, match="the thing is missing: install it"):
         require(False, "the thing", "install it")
     require(True, "the thing", "install it")  # present: nothing happens
+
+
+def test_one_resampler_draws_every_set_of_a_paired_bootstrap_in_the_same_draw():
+    """bootstrap_indices by hand: draw k takes one index sample per set, in
+    order, from the run-seeded generator, so a paired statistic (PL's holdout,
+    forget and retain chunks) resamples all its sets together."""
+    from unlearnbench.metrics.core import bootstrap_indices, seeded
+
+    with seeded(7):
+        holdout, forget = bootstrap_indices([3, 5], resamples=4)
+    rng = np.random.default_rng(7)
+    for k in range(4):
+        np.testing.assert_array_equal(holdout[k], rng.integers(0, 3, 3))
+        np.testing.assert_array_equal(forget[k], rng.integers(0, 5, 5))
+    assert holdout.shape == (4, 3) and forget.shape == (4, 5)
+
+
+def test_no_metric_resamples_on_its_own():
+    """One bootstrap implementation: every CI in the metrics goes through
+    core.bootstrap_indices and core.percentile_ci (one resample count, one seed)."""
+    metrics = Path(__file__).resolve().parents[1] / "unlearnbench" / "metrics"
+    for module in metrics.glob("*.py"):
+        if module.name == "core.py":
+            continue
+        source = module.read_text()
+        for own in ("resampling_rng", "default_rng", "np.percentile", ".integers("):
+            assert own not in source, f"{module.name} resamples on its own ({own})"
