@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from unlearnbench.data.conceptguard import ConceptGuardData
-from unlearnbench.metrics.core import MetricResult, Unavailable, mean_result, resampling_rng
+from unlearnbench.metrics.core import MetricResult, Unavailable, bootstrap_indices, mean_result, percentile_ci
 from unlearnbench.metrics.honesty import STOP_STRINGS, first_turn_prompt
 from unlearnbench.metrics.judges import HARM, HELP, CachedJudge, JudgeRequest, make_judge
 from unlearnbench.metrics.text import rouge
@@ -53,11 +53,10 @@ def separation(per_concept: dict[str, dict]) -> dict[str, float]:
 
 def _weighted_ci(pair_values: list[tuple[str, float]], key: str) -> tuple[float, float]:
     """Bootstrap CI of a concept-level separation: resample queries within the run."""
-    rng = resampling_rng()
     values = []
     items = np.array(pair_values, dtype=object)
-    for _ in range(1000):
-        sample = items[rng.integers(0, len(items), len(items))]
+    for rows in bootstrap_indices([len(items)])[0]:
+        sample = items[rows]
         concepts: dict = {}
         for concept, kind, score in sample:
             c = concepts.setdefault(concept, {"help": [], "harm": []})
@@ -66,8 +65,7 @@ def _weighted_ci(pair_values: list[tuple[str, float]], key: str) -> tuple[float,
                for k, v in concepts.items() if v["help"] and v["harm"]}
         if per:
             values.append(separation(per)[key])
-    low, high = np.percentile(values, [2.5, 97.5])
-    return float(low), float(high)
+    return percentile_ci(values)
 
 
 _JUDGES: dict[tuple, object] = {}  # one judge (one loaded judge model) per process

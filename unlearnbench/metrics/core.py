@@ -30,7 +30,7 @@ def run_seed() -> int:
     return _RUN_SEED.get()
 
 
-def resampling_rng() -> np.random.Generator:
+def _resampling_rng() -> np.random.Generator:
     """A fresh generator seeded by the run's seed: each CI is reproducible alone."""
     return np.random.default_rng(run_seed())
 
@@ -69,17 +69,34 @@ class MetricResult:
         return cls(**fields)
 
 
-def bootstrap_ci(values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
+def bootstrap_indices(sizes: Sequence[int], resamples: int = BOOTSTRAP_RESAMPLES) -> list[np.ndarray]:
+    """The one resampler behind every CI: for each of `resamples` draws, one
+    index sample with replacement per sample set (sets of `sizes[k]` items,
+    drawn in that order from the run-seeded generator, so a paired statistic
+    resamples every set in the same draw). Returns one [resamples, sizes[k]]
+    array per set."""
+    rng = _resampling_rng()
+    draws = [[rng.integers(0, n, n) for n in sizes] for _ in range(resamples)]
+    return [np.stack([draw[k] for draw in draws]) for k in range(len(sizes))]
+
+
+def percentile_ci(values: Sequence[float]) -> tuple[float, float]:
+    """95% percentile interval of bootstrap values (NaN, NaN when none)."""
+    if len(values) == 0:
+        return math.nan, math.nan
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def bootstrap_ci(values: Sequence[float]) -> tuple[float, float]:
     """95% percentile bootstrap CI of the mean (seeded by the run: reports are reproducible)."""
     data = np.asarray(values, dtype=np.float64)
     if data.size == 0:
         raise ValueError("bootstrap CI of an empty sample")
     if data.size == 1:
         return float(data[0]), float(data[0])
-    rng = resampling_rng()
-    means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(low), float(high)
+    [rows] = bootstrap_indices([data.size])
+    return percentile_ci(data[rows].mean(axis=1))
 
 
 def mean_result(

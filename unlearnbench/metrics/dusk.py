@@ -17,7 +17,7 @@ import numpy as np
 
 from unlearnbench.data.dusk import DuskData
 from unlearnbench.metrics import mia
-from unlearnbench.metrics.core import MetricResult, Unavailable, mean_result, resampling_rng
+from unlearnbench.metrics.core import MetricResult, Unavailable, bootstrap_indices, mean_result, percentile_ci
 from unlearnbench.metrics.text import Embedder, lcs_ratio, levenshtein_similarity, rouge
 
 QA_STOP_STRINGS = ("\n\n", "\nQuestion", "Question:")
@@ -137,11 +137,8 @@ def membership_metrics(model: dict, retain: dict | None, params: dict) -> dict:
 
 def _auc_ci(model: dict, score: str) -> tuple[float, float]:
     matrix = mia.comparison_matrix(model["holdout"][score], model["forget"][score])
-    rng = resampling_rng()
-    values = [matrix[np.ix_(rng.integers(0, matrix.shape[0], matrix.shape[0]),
-                            rng.integers(0, matrix.shape[1], matrix.shape[1]))].mean() for _ in range(1000)]
-    low, high = np.percentile(values, [2.5, 97.5])
-    return float(low), float(high)
+    holdout, forget = bootstrap_indices(matrix.shape)
+    return percentile_ci([matrix[np.ix_(h, f)].mean() for h, f in zip(holdout, forget)])
 
 
 def evaluate(handle, data: DuskData, context) -> dict:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from unlearnbench.data.honesty import N_CHOICES, HonestyData, HonestyItem
-from unlearnbench.metrics.core import MetricResult, Unavailable, mean_result, resampling_rng, run_seed
+from unlearnbench.metrics.core import MetricResult, Unavailable, bootstrap_indices, mean_result, percentile_ci, run_seed
 from unlearnbench.metrics.refusal import HALLUCINATION, LEAK, REFUSAL, RefusalDetector
 from unlearnbench.metrics.text import contains_answer, normalize_answer
 
@@ -261,13 +261,10 @@ def mcq_metrics(mcq: list[MCQItem], choices: dict, formats, params: dict) -> dic
     return out
 
 
-def _std_ci(hits: np.ndarray, resamples: int = 1000) -> tuple[float, float]:
+def _std_ci(hits: np.ndarray) -> tuple[float, float]:
     """Bootstrap over items of the across-format std of the IDK rate."""
-    rng = resampling_rng()
-    n = hits.shape[1]
-    values = [hits[:, rng.integers(0, n, n)].mean(1).std() for _ in range(resamples)]
-    low, high = np.percentile(values, [2.5, 97.5])
-    return float(low), float(high)
+    [rows] = bootstrap_indices([hits.shape[1]])
+    return percentile_ci([hits[:, r].mean(1).std() for r in rows])
 
 
 def is_consistent(reply: str, gold: str, detector: RefusalDetector) -> bool:

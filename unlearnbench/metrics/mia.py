@@ -15,7 +15,7 @@ import zlib
 
 import numpy as np
 
-from unlearnbench.metrics.core import BOOTSTRAP_RESAMPLES, resampling_rng
+from unlearnbench.metrics.core import BOOTSTRAP_RESAMPLES, bootstrap_indices, percentile_ci
 
 SCORES = ("loss", "zlib", "mink", "minkpp")
 DEFAULT_SCORE = "minkpp"
@@ -102,25 +102,17 @@ def bootstrap_pl_rd(model: dict, retain: dict, score: str, resamples: int = BOOT
     """Paired bootstrap over chunks (the same resampled chunks under both
     models): 95% CIs of PL, |PL| and RD, and how many resamples each of PL and
     RD had to drop because the retain model's AUC, their denominator, was 0."""
-    rng = resampling_rng()
     hf_m = comparison_matrix(model["holdout"][score], model["forget"][score])
     hf_r = comparison_matrix(retain["holdout"][score], retain["forget"][score])
     rh_m = comparison_matrix(model["retain"][score], model["holdout"][score])
     rh_r = comparison_matrix(retain["retain"][score], retain["holdout"][score])
-    n_h, n_f, n_r = hf_m.shape[0], hf_m.shape[1], rh_m.shape[0]
     pl, rd = [], []
-    for _ in range(resamples):
-        h, f, r = rng.integers(0, n_h, n_h), rng.integers(0, n_f, n_f), rng.integers(0, n_r, n_r)
+    for h, f, r in zip(*bootstrap_indices([hf_m.shape[0], hf_m.shape[1], rh_m.shape[0]], resamples)):
         h_r = hf_r[np.ix_(h, f)].mean()
         a_r = rh_r[np.ix_(r, h)].mean()
         if h_r > 0:
             pl.append(privacy_leakage(hf_m[np.ix_(h, f)].mean(), h_r))
         if a_r > 0:
             rd.append(retain_deviation(rh_m[np.ix_(r, h)].mean(), a_r))
-    def ci(values: list[float]) -> tuple[float, float]:
-        if not values:
-            return math.nan, math.nan
-        low, high = np.percentile(values, [2.5, 97.5])
-        return float(low), float(high)
-
-    return ci(pl), ci([abs(v) for v in pl]), ci(rd), {"pl": resamples - len(pl), "rd": resamples - len(rd)}
+    return (percentile_ci(pl), percentile_ci([abs(v) for v in pl]), percentile_ci(rd),
+            {"pl": resamples - len(pl), "rd": resamples - len(rd)})
