@@ -161,3 +161,33 @@ def test_bad_device_and_batch_size_are_usage_errors(project, cache_dir, smoke_lm
     result.stderr.fnmatch_lines(["ERROR: --device must be auto, cpu, cuda or cuda:N, not 'gpu'"])
     result, _ = run_suite(project, cache_dir, "--model", str(smoke_lm_dir), "--batch-size", "0")
     result.stderr.fnmatch_lines(["ERROR: --batch-size must be 'auto' or a positive integer, not '0'"])
+
+
+def test_a_check_added_to_the_yaml_is_a_test_without_writing_one(project, cache_dir, smoke_lm_dir):
+    """Issue 15: the plugin makes one test per YAML check; a check added to
+    the YAML is judged, not silently ignored for want of a test function."""
+    gate = project.path / "thresholds" / "smoke.yaml"
+    gate.write_text(gate.read_text() + """  answers_half_the_questions:
+    metric: qa_rougeL_recall
+    direction: at_least
+    bound: 0.99
+    rationale: a stricter copy of answers_reference_questions, added in the YAML only
+""")
+    result, report = run_suite(project, cache_dir, "--model", f"lm={smoke_lm_dir}", "-v")
+    result.stdout.fnmatch_lines(["*test_answers_half_the_questions[[]lm[]] PASSED*"])
+    assert report["checkpoints"]["lm"]["suites"]["smoke"]["checks"]["answers_half_the_questions"]["outcome"] == "pass"
+    result.assert_outcomes(passed=3, skipped=1)
+
+
+def test_a_yaml_check_with_no_metric_is_a_collection_error_naming_the_file(project, cache_dir, smoke_lm_dir):
+    gate = project.path / "thresholds" / "smoke.yaml"
+    gate.write_text(gate.read_text() + """  made_up:
+    metric: no_such_metric
+    direction: at_least
+    bound: 0.5
+    rationale: names a metric the smoke suite does not compute
+""")
+    result, report = run_suite(project, cache_dir, "--model", f"lm={smoke_lm_dir}")
+    assert result.ret != 0 and report is None
+    result.stdout.fnmatch_lines([f"*thresholds {gate} check 'made_up': suite 'smoke' has no metric 'no_such_metric'*"])
+    assert "Traceback" not in result.stdout.str()
