@@ -188,6 +188,17 @@ def test_a_yaml_check_with_no_metric_is_a_collection_error_naming_the_file(proje
     rationale: names a metric the smoke suite does not compute
 """)
     result, report = run_suite(project, cache_dir, "--model", f"lm={smoke_lm_dir}")
-    assert result.ret != 0 and report is None
-    result.stdout.fnmatch_lines([f"*thresholds {gate} check 'made_up': suite 'smoke' has no metric 'no_such_metric'*"])
-    assert "Traceback" not in result.stdout.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and report is None
+    result.stderr.fnmatch_lines([f"ERROR: thresholds {gate} check 'made_up': suite 'smoke' has no metric "
+                                 "'no_such_metric'*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_an_unreadable_suite_yaml_stops_the_run_naming_the_file(project, cache_dir, smoke_lm_dir):
+    """No check can be generated from it, and the run still stops on the file
+    (not "no tests ran")."""
+    gate = project.path / "thresholds" / "smoke.yaml"
+    gate.write_text("suite: smoke\nchecks: [not, a, mapping\n")
+    result, report = run_suite(project, cache_dir, "--model", f"lm={smoke_lm_dir}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and report is None
+    result.stderr.fnmatch_lines([f"ERROR: thresholds {gate}*"])
