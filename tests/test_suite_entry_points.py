@@ -1,0 +1,126 @@
+"""Issue 15: a suite from another package, registered through the
+`unlearnbench.suites` entry-point group, runs like a built-in one.
+
+The package is built and installed (pip, offline, into a temporary folder put
+on PYTHONPATH) by the test; the suite's test module and thresholds YAML live
+in the project, as ours do. Files a new suite needs: its package module (spec,
+loader, evaluator) and its registration, the test module's one marker line,
+and the YAML.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PACKAGE = '''
+"""A third-party unlearnbench suite: how fluent is the model on a few plain texts?"""
+from dataclasses import dataclass
+
+from unlearnbench.suites import SuiteSpec
+
+SPEC = SuiteSpec(name="fluency", metrics=("text_logprob",), loader="ub_fluency:load",
+                 evaluator="ub_fluency:evaluate", version=1)
+
+
+@dataclass(frozen=True)
+class Texts:
+    texts: dict
+    fingerprint: str
+    source: str
+
+
+def load(source, options):
+    from unlearnbench.data.smoke import load as smoke_texts
+
+    data = smoke_texts(source)
+    return Texts(texts=data.texts, fingerprint=data.fingerprint, source=data.source)
+
+
+def evaluate(handle, data, context):
+    from unlearnbench.metrics.core import mean_result
+
+    ids = list(data.texts)
+    scores = handle.score_continuations([""] * len(ids), [data.texts[i] for i in ids])
+    result = mean_result("text_logprob", {i: float(s.logprobs.mean()) for i, s in zip(ids, scores)},
+                         higher_is_better=True)
+    return {"text_logprob": result}
+'''
+
+GATE = '''suite: fluency
+checks:
+  fluent_on_plain_texts:
+    metric: text_logprob
+    direction: at_least
+    bound: -4.0
+    rationale: a trained model puts far more than uniform mass on plain texts
+'''
+
+
+def install(tmp_path: Path, name: str, module: str, entry_points: dict[str, str]) -> Path:
+    """Build and install a package (no index, no build isolation) into a
+    folder of its own; returns the folder to put on PYTHONPATH."""
+    source = tmp_path / f"{name}-src"
+    source.mkdir()
+    (source / "ub_fluency.py").write_text(module)
+    points = "\n".join(f'{k} = "{v}"' for k, v in entry_points.items())
+    (source / "pyproject.toml").write_text(textwrap.dedent(f'''\
+        [build-system]
+        requires = ["setuptools>=68"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "{name}"
+        version = "0.1"
+
+        [tool.setuptools]
+        py-modules = ["ub_fluency"]
+
+        [project.entry-points."unlearnbench.suites"]
+        ''') + points + "\n")
+    target = tmp_path / f"{name}-site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                    "--no-build-isolation", "--target", str(target), str(source)], check=True, capture_output=True)
+    return target
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "project"
+    (root / "suites" / "fluency").mkdir(parents=True)
+    (root / "suites" / "fluency" / "test_fluency.py").write_text(
+        'import pytest\n\npytestmark = pytest.mark.unlearnbench("fluency")\n')
+    (root / "thresholds").mkdir()
+    (root / "thresholds" / "fluency.yaml").write_text(GATE)
+    return root
+
+
+def run(project: Path, site: Path, *args) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "pytest", "suites/fluency", "-p", "no:cacheprovider", "-v", *args],
+                          cwd=project, env=env, capture_output=True, text=True)
+
+
+def test_an_installed_third_party_suite_runs_and_its_gate_separates(project, tmp_path, cache_dir, smoke_lm_dir,
+                                                                  smoke_untrained_dir):
+    site = install(tmp_path, "unlearnbench-fluency", PACKAGE, {"fluency": "ub_fluency:SPEC"})
+    result = run(project, site, "--model", f"lm={smoke_lm_dir}", "--model", f"untrained={smoke_untrained_dir}",
+                 "--cache-dir", str(cache_dir), "--report-dir", str(tmp_path / "reports"))
+    assert "test_fluent_on_plain_texts[lm] PASSED" in result.stdout, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "test_fluent_on_plain_texts[untrained] FAILED" in result.stdout
+    assert result.returncode == 1
+
+
+def test_a_broken_suite_entry_point_is_one_line_naming_the_package(project, tmp_path, smoke_lm_dir):
+    module = "SPEC = 'not a suite spec'\n"
+    site = install(tmp_path, "unlearnbench-broken", module, {"fluency": "ub_fluency:SPEC"})
+    result = run(project, site, "--model", str(smoke_lm_dir))
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
+    assert ("ERROR: suite entry point fluency = 'ub_fluency:SPEC' (package unlearnbench-broken): expected a "
+            "unlearnbench.suites.SuiteSpec, got str") in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
