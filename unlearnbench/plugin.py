@@ -112,9 +112,11 @@ def _validate_inputs(config: pytest.Config) -> None:
     from unlearnbench.errors import UnlearnbenchError
     from unlearnbench.models.checkpoint import CheckpointSpec, discover, split_name
     from unlearnbench.report.baseline import RegressionRule
-    from unlearnbench.suites import SUITES
+    from unlearnbench.suites import SUITE_PROBLEMS, SUITES
 
     try:
+        if SUITE_PROBLEMS:
+            raise UnlearnbenchError(SUITE_PROBLEMS[0])
         for entry in config.getoption("model"):
             CheckpointSpec.parse(entry)
         for directory in config.getoption("model_dir"):

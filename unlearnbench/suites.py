@@ -2,6 +2,11 @@
 
 Loaders and evaluators are named as "module:function" strings and imported on
 first use, so importing the registry (the plugin does) costs nothing.
+
+Other packages add suites through the entry-point group `unlearnbench.suites`:
+each entry point names a `SuiteSpec` (`mysuite = "my_package.suite:SPEC"`).
+The suite's test module (`pytestmark = pytest.mark.unlearnbench("mysuite")`)
+and its `thresholds/mysuite.yaml` live in the user's project like ours.
 """
 
 from __future__ import annotations
@@ -80,7 +85,9 @@ HONESTY_UNIT_METRICS = ("forget_leak_rate", "forget_refusal_rate", "forget_hallu
 CONCEPTGUARD_UNIT_METRICS = ("harm_mem", "help_ret", "harm_qa", "help_qa", "judge_failure_rate")
 CONCEPTGUARD_OPTIONS = ("prefix_tokens", "max_new_tokens", "reference_tokens", "judge", "judge_model", "embedder")
 
-SUITES: dict[str, SuiteSpec] = {
+ENTRY_POINT_GROUP = "unlearnbench.suites"
+
+BUILTIN_SUITES: dict[str, SuiteSpec] = {
     spec.name: spec
     for spec in (
         SuiteSpec(
@@ -153,3 +160,35 @@ SUITES: dict[str, SuiteSpec] = {
         ),
     )
 }
+
+
+def _installed_suites(builtin: dict[str, SuiteSpec]) -> tuple[dict[str, SuiteSpec], list[str]]:
+    """Suites other packages register, and one message per entry point that
+    cannot be used (reported by the plugin as a usage error, naming the
+    package): a failing import, an object that is not a SuiteSpec, a name
+    that differs from the entry point's or is already taken."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, SuiteSpec] = {}
+    problems: list[str] = []
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        where = f"suite entry point {entry.name} = {entry.value!r}" + (
+            f" (package {entry.dist.name})" if entry.dist is not None else "")
+        try:
+            spec = entry.load()
+        except Exception as exc:  # noqa: BLE001 - a third-party import error is reported, not raised here
+            problems.append(f"{where}: cannot import it ({type(exc).__name__}: {exc})")
+            continue
+        if not isinstance(spec, SuiteSpec):
+            problems.append(f"{where}: expected a unlearnbench.suites.SuiteSpec, got {type(spec).__name__}")
+        elif spec.name != entry.name:
+            problems.append(f"{where}: the SuiteSpec is named '{spec.name}', not '{entry.name}'")
+        elif spec.name in builtin or spec.name in found:
+            problems.append(f"{where}: a suite named '{spec.name}' is already registered")
+        else:
+            found[spec.name] = spec
+    return found, problems
+
+
+_INSTALLED, SUITE_PROBLEMS = _installed_suites(BUILTIN_SUITES)
+SUITES: dict[str, SuiteSpec] = {**BUILTIN_SUITES, **_INSTALLED}
