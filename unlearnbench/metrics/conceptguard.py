@@ -31,8 +31,7 @@ def split_text(handle, text: str, prefix_tokens: int, reference_tokens: int) -> 
     and the next `reference_tokens` tokens."""
     ids = handle.encode(text, add_special_tokens=False)
     cut = max(1, min(prefix_tokens, len(ids) // 2))
-    decode = lambda part: handle.tokenizer.decode(part, skip_special_tokens=True)  # noqa: E731
-    return decode(ids[:cut]), decode(ids[cut: cut + reference_tokens])
+    return handle.decode(ids[:cut]), handle.decode(ids[cut: cut + reference_tokens])
 
 
 def separation(per_concept: dict[str, dict]) -> dict[str, float]:

@@ -39,8 +39,7 @@ def qa_prompt(question: str) -> str:
 def verbatim_references(handle, data: DuskData) -> list[str]:
     """The first `verbatim_reference_tokens` tokens of each ground truth."""
     limit = data.params["verbatim_reference_tokens"]
-    return [handle.tokenizer.decode(handle.encode(item.gt, add_special_tokens=False)[:limit],
-                                    skip_special_tokens=True) for item in data.verbatim]
+    return [handle.decode(handle.encode(item.gt, add_special_tokens=False)[:limit]) for item in data.verbatim]
 
 
 def verbatim_metrics(references: list[str], generations: list[str], ids: list[str], prompts: list[str],

@@ -58,22 +58,18 @@ def chunk_token_ids(handle, text: str, chunk_tokens: int) -> list[list[int]]:
 
 def score_texts(handle, texts: dict[str, list[str]], chunk_tokens: int, k: float) -> dict[str, dict[str, list]]:
     """{set name: {score name: [per chunk]}} from ONE teacher-forced pass per chunk."""
-    chunk_tokens = min(chunk_tokens, _context_length(handle))
+    chunk_tokens = min(chunk_tokens, handle.context_length)
     chunks = [(name, ids) for name, items in texts.items() for text in items
               for ids in chunk_token_ids(handle, text, chunk_tokens)]
     bos = len(handle.encode("", add_special_tokens=True))
     scored = handle.token_logprobs([ids for _, ids in chunks], [max(bos, 1)] * len(chunks), vocab_stats=True)
     out = {name: {s: [] for s in SCORES} for name in texts}
     for (name, ids), s in zip(chunks, scored):
-        text = handle.tokenizer.decode(ids, skip_special_tokens=True)
+        text = handle.decode(ids)
         for score, value in chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, text, k).items():
             out[name][score].append(value)
     return out
 
-
-def _context_length(handle) -> int:
-    config = handle.model.config
-    return int(getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", 1024))
 
 
 def comparison_matrix(a, b) -> np.ndarray:

@@ -68,14 +68,14 @@ def encode_items(handle, items: list[UDSItem], *, convention: str = "spec"):
             skipped[item.id] = "entity not found in the reference answer"
             continue
         start_char, end_char = found
-        encoded = handle.tokenizer(reference, add_special_tokens=False, return_offsets_mapping=True)
-        tokens = [j for j, (a, b) in enumerate(encoded["offset_mapping"]) if a < end_char and b > start_char]
+        reference_ids, offsets = handle.encode_with_offsets(reference)
+        tokens = [j for j, (a, b) in enumerate(offsets) if a < end_char and b > start_char]
         if not tokens:
             skipped[item.id] = "entity has no tokens of its own"
             continue
         prompt = handle.encode_prompt(item.prompt)
         kept.append(item)
-        sequences.append(prompt + encoded["input_ids"][: tokens[-1] + 1])
+        sequences.append(prompt + reference_ids[: tokens[-1] + 1])
         spans.append((len(prompt) + tokens[0], len(prompt) + tokens[-1] + 1))
     return kept, sequences, spans, skipped
 
@@ -148,5 +148,5 @@ def patching_path(target, convention: str = "spec") -> str:
              "convention) at the entity-predicting positions")
     if target.drives_blocks:
         return f"fast: {where}; blocks above the patch rerun over the target's KV cache of earlier positions"
-    return (f"exact hook-and-rerun (fallback: {type(target.model).__name__} blocks cannot be driven one by one): "
+    return (f"exact hook-and-rerun (fallback: {target.architecture} blocks cannot be driven one by one): "
             f"{where}; the whole model rerun per layer")

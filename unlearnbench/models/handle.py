@@ -219,7 +219,7 @@ class ModelHandle:
             "name": self.name,
             "source": self.source,
             "fingerprint": self.fingerprint,
-            "architecture": type(self.model).__name__,
+            "architecture": self.architecture,
             "num_layers": self.num_layers,
             "device": str(self.device),
             "device_map": {k: str(v) for k, v in getattr(self.model, "hf_device_map", {}).items()} or None,
@@ -231,6 +231,26 @@ class ModelHandle:
     # ----------------------------------------------------------------- tokenize
     def encode(self, text: str, *, add_special_tokens: bool) -> list[int]:
         return self.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Token ids of `text` (no special tokens) and each token's character
+        span in it (the fast tokenizer's offset mapping)."""
+        encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return list(encoded["input_ids"]), [tuple(span) for span in encoded["offset_mapping"]]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids` without special tokens."""
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    @property
+    def context_length(self) -> int:
+        """The longest sequence the model's positions cover."""
+        config = self.model.config
+        return int(getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", 1024))
+
+    @property
+    def architecture(self) -> str:
+        return type(self.model).__name__
 
     def encode_prompt(self, text: str) -> list[int]:
         """A prompt's ids with exactly one BOS where the tokenizer adds one (SPEC §8).

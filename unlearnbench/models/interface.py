@@ -1,0 +1,81 @@
+"""The narrow model interface metrics talk to, in the spirit of
+lm-evaluation-harness's `LM`: identity, tokenization and chat formatting,
+teacher-forced scoring, greedy generation and next-token scoring. Activation
+patching (UDS) is a separate, optional capability.
+
+Metrics use nothing else of a model (tests/test_metrics_core.py checks every
+attribute a metric reads on a model against these protocols), so a backend
+that implements them, in this process or behind an endpoint, serves every
+metric it has the capabilities for. `ModelHandle` (Hugging Face weights in
+this process) implements both.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol, Sequence
+
+
+class LanguageModel(Protocol):
+    # Identity: reports and cache keys.
+    name: str
+    fingerprint: str
+
+    @property
+    def architecture(self) -> str: ...
+
+    @property
+    def device(self): ...  # where helper models (embedders, judges) go to sit beside it
+
+    @property
+    def dtype(self): ...
+
+    @property
+    def context_length(self) -> int: ...
+
+    # Tokenization and chat formatting: prompts are built here, not by the server.
+    def encode(self, text: str, *, add_special_tokens: bool) -> list[int]: ...
+
+    def encode_prompt(self, text: str) -> list[int]: ...
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    @property
+    def has_chat_template(self) -> bool: ...
+
+    def format_chat(self, messages: Sequence[dict], *, add_generation_prompt: bool = True) -> str: ...
+
+    # Scoring and generation.
+    def token_logprobs(self, sequences: Sequence[Sequence[int]], target_starts: Sequence[int], *,
+                       vocab_stats: bool = False) -> list: ...
+
+    def score_continuations(self, contexts: Sequence[str], continuations: Sequence[str], *,
+                            vocab_stats: bool = False) -> list: ...
+
+    def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_strings: Sequence[str] = (),
+                 prefix: str = "", reuse_prefix_cache: bool = True) -> list[str]: ...
+
+    def next_token(self, prompts: Sequence[str], columns: Sequence[Sequence[int]] | None = None, *,
+                   logits_processor: Callable | None = None): ...
+
+
+class ActivationPatching(LanguageModel, Protocol):
+    """Capture and patch decoder-block outputs (needs the weights)."""
+
+    @property
+    def drives_blocks(self) -> bool: ...
+
+    def span_scores(self, sequences: Sequence[Sequence[int]], spans: Sequence[tuple[int, int]], *,
+                    patch_source=None, exact: bool = False, post_norm_last: bool = False): ...
+
+
+def members(protocol: type) -> set[str]:
+    """The attribute names a protocol declares (its own and inherited)."""
+    names: set[str] = set()
+    for cls in protocol.__mro__:
+        if cls is object or cls is Protocol or not getattr(cls, "_is_protocol", False):
+            continue
+        names |= {n for n in vars(cls) if not n.startswith("_")}
+        names |= set(getattr(cls, "__annotations__", {}))
+    return names
