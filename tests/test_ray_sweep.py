@@ -141,3 +141,37 @@ def test_bad_sweep_arguments_fail_before_ray_starts(project, pytest_args, messag
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+CRASH_PLUGIN = '''
+import os
+
+def pytest_runtest_call(item):
+    if item.nodeid.endswith("[crash]"):
+        os._exit(3)  # the task's pytest dies as on a segfault or the OOM killer
+'''
+
+
+def test_a_checkpoint_whose_task_dies_costs_only_itself(ray_cluster, project, cache_dir, smoke_lm_dir,
+                                                         smoke_untrained_dir, tmp_path):
+    (project / "crashplugin.py").write_text(CRASH_PLUGIN)
+    crash = shutil.copytree(smoke_lm_dir, tmp_path / "crash")
+    common = ["suites/smoke", "--model", f"lm={smoke_lm_dir}", "--model", f"crash={crash}",
+              "--model", f"untrained={smoke_untrained_dir}", "-p", "crashplugin"]
+    serial = subprocess.run([sys.executable, "-m", "pytest", "suites/smoke", "--model", f"lm={smoke_lm_dir}",
+                             "--model", f"untrained={smoke_untrained_dir}", "-p", "no:cacheprovider",
+                             "--cache-dir", str(tmp_path / "cache-serial"), "--report-dir", str(tmp_path / "serial")],
+                            cwd=project, capture_output=True, text=True)
+    assert serial.returncode == 1, serial.stdout[-2000:]
+    swept = _unlearnbench(["sweep", "--ray", ray_cluster, "--", *common, "--cache-dir", str(tmp_path / "cache-ray"),
+                           "--report-dir", str(tmp_path / "ray")], cwd=project)
+    assert swept.returncode == 1, swept.stdout[-3000:] + swept.stderr[-3000:]
+    merged = _only_report(tmp_path / "ray")
+    lost = merged["checkpoints"]["crash"]["lost"]
+    assert lost["reason"].startswith("its pytest run wrote no report (exit 3)")
+    assert len(lost["tests"]) == 3 and merged["summary"]["errors"] == 3
+    # The other checkpoints' values and verdicts are those of a run without the crashing one.
+    survivors = {k: v for k, v in _comparable(merged).items() if k[0] != "crash"}
+    assert survivors == _comparable(_only_report(tmp_path / "serial"))
+    assert re.search(r"^\[\d/3\] crash: no report: ", swept.stdout, re.M), swept.stdout
+    assert (tmp_path / "ray" / merged["run"]["id"] / "report.html").is_file()
