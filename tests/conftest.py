@@ -31,6 +31,17 @@ def require(available: bool, what: str, how: str) -> None:
     pytest.skip(message)
 
 
+def comparable_report(report: dict) -> dict:
+    """Values, verdicts and item details per (checkpoint, suite): what two runs
+    of the same work must share (timings, worker and cache flags left out)."""
+    out = {}
+    for name, checkpoint in report["checkpoints"].items():
+        for suite, result in checkpoint["suites"].items():
+            out[(name, suite)] = (result["metrics"], {c: {k: v for k, v in verdict.items() if k != "worker"}
+                                                      for c, verdict in result["checks"].items()})
+    return out
+
+
 def shared_data(relative: str) -> Path:
     path = SHARED_DATA / relative
     require(path.exists(), f"{path} (the project's shared data, beside the checkout)",

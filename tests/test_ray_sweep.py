@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
+from tests.conftest import comparable_report, require
 
 ROOT = Path(__file__).resolve().parents[1]
 # A cluster on loopback started by the test: no usage reports, no token auth
@@ -65,17 +65,6 @@ def _unlearnbench(args: list[str], cwd: Path, timeout: int = 900, **env) -> subp
                           env={**os.environ, **RAY_ENV, **env}, timeout=timeout)
 
 
-def _comparable(report: dict) -> dict:
-    """Values, verdicts and item details per (checkpoint, suite); what may differ
-    between two runs of the same work (timings, worker, cache flags) left out."""
-    out = {}
-    for name, checkpoint in report["checkpoints"].items():
-        for suite, result in checkpoint["suites"].items():
-            out[(name, suite)] = (result["metrics"], {c: {k: v for k, v in verdict.items() if k != "worker"}
-                                                      for c, verdict in result["checks"].items()})
-    return out
-
-
 def _only_report(directory: Path) -> dict:
     [path] = [p for p in directory.glob("*/report.json") if p.parent.name != "latest"]
     return json.loads(path.read_text())
@@ -98,7 +87,7 @@ def test_a_ray_sweep_gives_the_one_run_report(ray_cluster, project, cache_dir, z
 
     whole, merged = _only_report(tmp_path / "serial"), _only_report(tmp_path / "ray")
     assert set(merged["checkpoints"]) == {"ga", "npo", "idknll"}
-    assert _comparable(merged) == _comparable(whole)
+    assert comparable_report(merged) == comparable_report(whole)
     assert merged["summary"] == whole["summary"]
     assert (tmp_path / "ray" / merged["run"]["id"] / "report.html").is_file()
     # The reference work was done once (by the first task, alone), not once per task.
@@ -171,7 +160,7 @@ def test_a_checkpoint_whose_task_dies_costs_only_itself(ray_cluster, project, ca
     assert lost["reason"].startswith("its pytest run wrote no report (exit 3)")
     assert len(lost["tests"]) == 3 and merged["summary"]["errors"] == 3
     # The other checkpoints' values and verdicts are those of a run without the crashing one.
-    survivors = {k: v for k, v in _comparable(merged).items() if k[0] != "crash"}
-    assert survivors == _comparable(_only_report(tmp_path / "serial"))
+    survivors = {k: v for k, v in comparable_report(merged).items() if k[0] != "crash"}
+    assert survivors == comparable_report(_only_report(tmp_path / "serial"))
     assert re.search(r"^\[\d/3\] crash: no report: ", swept.stdout, re.M), swept.stdout
     assert (tmp_path / "ray" / merged["run"]["id"] / "report.html").is_file()

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import comparable_report
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Counts live models in the pytest process under test, independently of the
@@ -105,15 +107,7 @@ def test_shards_split_checkpoints_and_merge_into_the_one_run_report(project, cac
     assert all(owned)  # 5 checkpoints over 3 shards: none empty
     merged = merge_reports([(f"shard{i}", s) for i, s in enumerate(shards)])
 
-    def comparable(report):
-        out = {}
-        for name, checkpoint in report["checkpoints"].items():
-            for suite, result in checkpoint["suites"].items():
-                out[(name, suite)] = (result["metrics"], {c: {k: v for k, v in verdict.items() if k != "worker"}
-                                                          for c, verdict in result["checks"].items()})
-        return out
-
-    assert comparable(merged) == comparable(whole)
+    assert comparable_report(merged) == comparable_report(whole)
     assert merged["summary"] == whole["summary"]
     assert run("--shard", "1/3")["checkpoints"].keys() == shards[1]["checkpoints"].keys()  # deterministic
 
