@@ -154,7 +154,7 @@ def sweep(address: str, pytest_args: list[str], *, cpus_per_task: float = 1.0,
           gpus_per_task: float | None = None, out=sys.stdout) -> tuple[int, Path]:
     """Run the sweep; returns (exit status as pytest's, merged report.json)."""
     from unlearnbench.report.merge import merge_reports
-    from unlearnbench.report.schema import add_lost, summary_lines, write_outputs
+    from unlearnbench.report.schema import add_lost, new_report, summary_lines, write_outputs
 
     from unlearnbench.shard import Shard
 
@@ -200,11 +200,7 @@ def sweep(address: str, pytest_args: list[str], *, cpus_per_task: float = 1.0,
         ray.shutdown()
 
     reports = [(f"ray:{r['name']}", r["report"]) for r in results if r["report"] is not None]
-    merged = merge_reports(reports) if reports else None
-    if merged is None:
-        from unlearnbench.report.schema import new_report
-
-        merged = new_report({})
+    merged = merge_reports(reports) if reports else new_report({})
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-ray-" + os.urandom(3).hex()
     directory = Path(run_plan["report_base"]) / run_id
     merged["run"].update({"id": run_id, "directory": str(directory), "cwd": str(cwd),
