@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from tests.conftest import save_random_llama
-from unlearnbench.models.handle import ModelHandle, cut_at_stop, find_decoder_blocks
+from unlearnbench.models.handle import ModelHandle
+from unlearnbench.models.interface import cut_at_stop
+from unlearnbench.models.patching import find_decoder_blocks
 
 TEXTS = [
     "Paris is the capital of France.",

@@ -16,7 +16,8 @@ import torch
 
 from unlearnbench.metrics import honesty, judges
 from unlearnbench.metrics.judges import HARM, JudgeRequest
-from unlearnbench.models.handle import ModelHandle, cut_at_stop
+from unlearnbench.models.handle import ModelHandle
+from unlearnbench.models.interface import cut_at_stop
 
 QUESTIONS = ["Where was Ada Stone born?", "What did Bo Lee teach?", "When was the lab founded?"]
 

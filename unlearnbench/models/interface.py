@@ -12,7 +12,39 @@ this process) implements both.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
+
+import numpy as np
+
+
+@dataclass
+class TokenScores:
+    """Teacher-forced scores of the target tokens of one sequence.
+
+    `vocab_mean[t]` = sum_v p_v log p_v and `vocab_var[t]` = sum_v p_v (log p_v)^2
+    - vocab_mean[t]^2 at the position that predicts target t (Min-K%++ needs both).
+    """
+
+    token_ids: np.ndarray
+    logprobs: np.ndarray
+    vocab_mean: np.ndarray | None = None
+    vocab_var: np.ndarray | None = None
+
+
+@dataclass
+class NextToken:
+    """The next-token distribution after each of n prompts, reduced."""
+
+    logprobs: list[np.ndarray]  # per prompt: log-probs at the requested columns
+    entropy: np.ndarray  # (n,) nats
+    argmax: np.ndarray  # (n,) token id of the most likely token over the whole vocabulary
+
+
+def cut_at_stop(text: str, stop_strings: Sequence[str]) -> str:
+    """`text` up to its first stop string: what `generate` returns."""
+    cut = min((i for i in (text.find(s) for s in stop_strings) if i >= 0), default=len(text))
+    return text[:cut]
 
 
 class LanguageModel(Protocol):

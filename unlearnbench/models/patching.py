@@ -1,0 +1,278 @@
+"""Capture and patching of decoder-block outputs (the residual stream before
+the final norm) for the Hugging Face backend: the `ActivationPatching`
+capability UDS needs. A mixin of `ModelHandle`."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from unlearnbench import progress
+from unlearnbench.errors import CheckpointError
+
+# Layer containers of the architectures we know by name; anything else is
+# found by shape (a ModuleList with one entry per hidden layer).
+BLOCK_PATHS = ("model.layers", "transformer.h", "gpt_neox.layers", "model.decoder.layers", "transformer.blocks")
+# Decoder stacks whose upper blocks `span_scores` can rerun alone (tested).
+DRIVABLE_MODEL_TYPES = ("llama", "qwen2", "mistral")
+FAST_PATCH_BATCH = 8
+
+
+class Patching:
+    @contextlib.contextmanager
+    def _block_hook(self, layer: int, hook) -> Iterator[None]:
+        handle = self.blocks[layer].register_forward_hook(hook)
+        try:
+            yield
+        finally:
+            handle.remove()
+
+    @torch.inference_mode()
+    def block_outputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
+                      post_norm_last: bool = False) -> torch.Tensor:
+        """Every decoder block's output, [layers, batch, seq, hidden].
+
+        Captured with hooks on the blocks, so the last entry is the residual
+        stream *before* the final norm (unlike `hidden_states[-1]`); with
+        `post_norm_last` it is `hidden_states[-1]`, after the final norm (the
+        public UDS code's replacement).
+        """
+        captured: list[torch.Tensor] = []
+
+        def hook(_module, _args, output):
+            captured.append(_block_tensor(output))
+
+        with contextlib.ExitStack() as stack:
+            for layer in range(self.num_layers):
+                stack.enter_context(self._block_hook(layer, hook))
+            out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
+                             output_hidden_states=post_norm_last)
+        if post_norm_last:
+            captured[-1] = out.hidden_states[-1]
+        return torch.stack([c.to(self.device) for c in captured])
+
+    @torch.inference_mode()
+    def forward_with_patch(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        *,
+        layer: int,
+        positions: torch.Tensor,
+        replacement: torch.Tensor,
+    ) -> torch.Tensor:
+        """Float32 logits with block `layer`'s output replaced where `positions` is True.
+
+        `positions` is a [batch, seq] bool mask, `replacement` a [batch, seq,
+        hidden] tensor (e.g. another model's `block_outputs(...)[layer]`).
+        """
+        where = positions[..., None]
+        source = replacement.to(dtype=self.dtype)
+
+        def hook(_module, _args, output):
+            block = _block_tensor(output)  # on this block's own device under a device map
+            patched = torch.where(where.to(block.device), source.to(block.device), block)
+            return (patched, *output[1:]) if isinstance(output, tuple) else patched
+
+        with self._block_hook(layer, hook):
+            logits = self.model(
+                input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)
+            ).logits
+        return logits.float()
+
+
+    @property
+    def drives_blocks(self) -> bool:
+        """Whether the upper decoder blocks can be rerun alone over a KV cache
+        (Llama-style stacks: `model.layers`, `model.norm`, rotary positions)."""
+        inner = getattr(self.model, "model", None)
+        return (
+            self.model.config.model_type in DRIVABLE_MODEL_TYPES
+            and inner is not None
+            and self.blocks is getattr(inner, "layers", None)
+            and hasattr(inner, "norm")
+        )
+
+    def span_scores(
+        self,
+        sequences: Sequence[Sequence[int]],
+        spans: Sequence[tuple[int, int]],
+        *,
+        patch_source=None,
+        exact: bool = False,
+        post_norm_last: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Mean teacher-forced log-prob of tokens [start, end) of each sequence.
+
+        With `patch_source` (another handle, same tokenizer), also the same
+        score after replacing this model's block-l output with the source's at
+        the span-predicting positions (start-1 .. end-2), for every layer l:
+        returns (scores [n], patched [n, layers]). One source pass per batch
+        captures every layer's output (`post_norm_last`: see `block_outputs`).
+
+        Fast path (`drives_blocks`, unless `exact`): layers below l are
+        unchanged by a patch at l, and so is every position before the first
+        patched one; so the target's own pass supplies block l's output and the
+        KV cache of those positions, and only blocks l+1..L run, only on the
+        positions from the first patched one on. Exact path: hook block l and
+        rerun the whole model.
+        """
+        fast = patch_source is not None and self.drives_blocks and not exact
+
+        def mean_span_logprob(logits: torch.Tensor, ids: torch.Tensor, batch: list[int], offset: int = 0):
+            out = []
+            for row, i in enumerate(batch):
+                start, end = spans[i]
+                logp = torch.log_softmax(logits[row, start - 1 - offset : end - 1 - offset].float(), dim=-1)
+                out.append(float(logp.gather(-1, ids[row, start:end, None].to(logp.device)).mean()))
+            return np.array(out)
+
+        @torch.inference_mode()
+        def run(batch: list[int]) -> list[tuple[float, np.ndarray | None]]:
+            ids, mask = self._pad_right([sequences[i] for i in batch])
+            if patch_source is None:
+                base = mean_span_logprob(self.model(input_ids=ids, attention_mask=mask).logits, ids, batch)
+                return [(b, None) for b in base]
+            positions = torch.zeros_like(ids, dtype=torch.bool)
+            for row, i in enumerate(batch):
+                positions[row, spans[i][0] - 1 : spans[i][1] - 1] = True
+            source = patch_source.block_outputs(ids, mask, post_norm_last=post_norm_last)
+            if fast:
+                base, patched = self._fast_patched(ids, mask, positions, source, batch, spans, mean_span_logprob)
+            else:
+                base = mean_span_logprob(self.model(input_ids=ids, attention_mask=mask).logits, ids, batch)
+                patched = np.stack([
+                    mean_span_logprob(
+                        self.forward_with_patch(ids, mask, layer=layer, positions=positions,
+                                                replacement=source[layer]),
+                        ids, batch)
+                    for layer in range(self.num_layers)
+                ], axis=1)
+            return list(zip(base, patched))
+
+        # Fast path: small batches sorted by span length (then length): each
+        # rerun covers a batch's longest span in every row, and the reruns, not
+        # the two whole passes, are most of the cost.
+        what = f"patching {self.num_layers} layers from {patch_source.name}" if patch_source is not None else "scoring"
+        with progress.step(f"{self.name}: {what} over {len(sequences)} items"):
+            results = self._map_batches(
+                [len(s) for s in sequences], run, full_vocab_logits=True, cap=FAST_PATCH_BATCH if fast else None,
+                priority=[(end - start, len(s)) for s, (start, end) in zip(sequences, spans)] if fast else None)
+        base = np.array([r[0] for r in results])
+        return base, (np.stack([r[1] for r in results]) if patch_source is not None else None)
+
+    def _fast_patched(self, ids, mask, positions, source, batch, spans, mean_span_logprob):
+        """Base and per-layer patched span scores, rerunning only what a patch changes.
+
+        Row r's patch changes nothing before its first span-predicting position
+        p_r = start_r - 1, and only positions p_r .. end_r - 2 are scored. So
+        each rerun covers, per row, just that window (the span's length), over
+        the target's own KV cache of positions < p_r. The rows' caches are
+        shifted to end at one column M = max p_r (left-padded, masked): cached
+        keys carry their rotary positions already, and the window's queries get
+        their true positions, so the shift changes no value; the rerun's cost
+        is the spans' lengths, not the batch's longest tail.
+        """
+        inner = self.model.model
+        captured: list[torch.Tensor] = []
+        hooks = [b.register_forward_hook(lambda _m, _a, out: captured.append(_block_tensor(out))) for b in self.blocks]
+        try:
+            out = self.model(input_ids=ids, attention_mask=mask, use_cache=True)
+        finally:
+            for h in hooks:
+                h.remove()
+        base = mean_span_logprob(out.logits, ids, batch)
+        full_cache = getattr(out, self._cache_kwarg)
+
+        starts = torch.tensor([spans[i][0] - 1 for i in batch], device=ids.device)  # p_r
+        lengths = torch.tensor([spans[i][1] - spans[i][0] for i in batch], device=ids.device)
+        shift, width = int(starts.max()), int(lengths.max())
+        offsets = torch.arange(width, device=ids.device)
+        window = (starts[:, None] + offsets).clamp_max(ids.shape[1] - 1)  # [rows, width] positions
+        scored = offsets[None] < lengths[:, None]  # the window's real (span-predicting) positions
+        prefix_columns = torch.arange(shift, device=ids.device)[None] - (shift - starts[:, None])  # [rows, M]
+        attention = torch.cat([(prefix_columns >= 0).long(), scored.long()], dim=1)
+        targets = torch.cat([ids[row, spans[i][0]: spans[i][1]] for row, i in enumerate(batch)])
+        counts = lengths.tolist()
+        shifted = self._shift_cache(full_cache, prefix_columns)
+        layers = inner.layers
+        patched = []
+        try:
+            for layer in range(self.num_layers):
+                block = captured[layer]  # on block `layer`'s own device under a device map
+                hidden = torch.where(positions[..., None].to(block.device), source[layer].to(block.device, self.dtype),
+                                     block)
+                hidden = hidden.gather(1, window.to(block.device)[..., None].expand(-1, -1, hidden.shape[-1]))
+                if layer + 1 < self.num_layers:
+                    # Blocks layer+1.. run through the model's own forward (its
+                    # mask and rotary code apply) over the shifted KV cache.
+                    inner.layers = layers[layer + 1 :]
+                    hidden = inner(
+                        inputs_embeds=hidden, attention_mask=attention, position_ids=window, use_cache=True,
+                        **{self._cache_kwarg: self._cache_of(shifted)},
+                    ).last_hidden_state
+                    inner.layers = layers
+                else:
+                    hidden = inner.norm(hidden)
+                logp = torch.log_softmax(self.model.lm_head(hidden[scored.to(hidden.device)]).float(), dim=-1)
+                token_logp = logp.gather(-1, targets[:, None].to(logp.device))[:, 0]
+                patched.append(np.array([float(chunk.mean()) for chunk in token_logp.split(counts)]))
+        finally:
+            inner.layers = layers
+        return base, np.stack(patched, axis=1)
+
+    @staticmethod
+    def _shift_cache(cache, prefix_columns: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Every layer's keys and values with row r's first p_r positions
+        right-aligned in M columns (column c holds position c - (M - p_r);
+        the columns before are masked padding)."""
+        index = prefix_columns.clamp_min(0)
+        shifted = []
+        for layer in cache.layers:
+            where = index.to(layer.keys.device)[:, None, :, None].expand(-1, layer.keys.shape[1], -1,
+                                                                          layer.keys.shape[-1])
+            shifted.append((layer.keys.gather(2, where), layer.values.gather(2, where)))
+        return shifted
+
+    def _cache_of(self, shifted: list[tuple[torch.Tensor, torch.Tensor]]):
+        """A fresh KV cache over the shifted prefix (a rerun appends to its own
+        copy; the shifted tensors are shared, never written)."""
+        from transformers import DynamicCache
+
+        prefix = DynamicCache(config=self.model.config)
+        for index, (keys, values) in enumerate(shifted):
+            prefix.update(keys, values, index)
+        return prefix
+
+
+def _block_tensor(output) -> torch.Tensor:
+    return output[0] if isinstance(output, tuple) else output
+
+
+
+def find_decoder_blocks(model: torch.nn.Module) -> torch.nn.ModuleList:
+    """The decoder blocks, in order, for Llama/Qwen2/Mistral/GPT-2/NeoX-style models."""
+    config = model.config
+    n_layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)
+    for path in BLOCK_PATHS:
+        module = model
+        for part in path.split("."):
+            module = getattr(module, part, None)
+            if module is None:
+                break
+        if isinstance(module, torch.nn.ModuleList) and (n_layers is None or len(module) == n_layers):
+            return module
+    candidates = [
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.ModuleList) and n_layers is not None and len(module) == n_layers
+    ]
+    if len(candidates) == 1:
+        return model.get_submodule(candidates[0])
+    raise CheckpointError(
+        type(model).__name__,
+        f"cannot find the decoder blocks: expected one ModuleList of {n_layers} layers, found {candidates or 'none'}",
+    )

@@ -1,0 +1,124 @@
+"""Teacher-forced scoring for the Hugging Face backend: token log-probs in
+float32 (with the vocabulary statistics Min-K%++ needs), continuation scores
+and next-token distributions. A mixin of `ModelHandle`."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from unlearnbench import progress
+from unlearnbench.models.interface import NextToken, TokenScores
+
+
+class Scoring:
+    @torch.inference_mode()
+    def token_logprobs(
+        self, sequences: Sequence[Sequence[int]], target_starts: Sequence[int], *, vocab_stats: bool = False
+    ) -> list[TokenScores]:
+        """Float32 log p(x_t | x_<t) for t in [start, len) of each sequence."""
+        for seq, start in zip(sequences, target_starts):
+            if not 1 <= start <= len(seq):
+                raise ValueError(f"target start {start} outside 1..{len(seq)} (the first token has no prediction)")
+
+        def run(batch: list[int]) -> list[TokenScores]:
+            ids, mask = self._pad_right([sequences[i] for i in batch])
+            logits = self.model(input_ids=ids, attention_mask=mask).logits
+            out = []
+            for row, i in enumerate(batch):
+                start, end = target_starts[i], len(sequences[i])
+                # Gather only this row's predicting positions before the
+                # float32 log-softmax: memory stays at (targets x vocab).
+                logp = torch.log_softmax(logits[row, start - 1 : end - 1].float(), dim=-1)
+                targets = ids[row, start:end].to(logp.device)
+                scores = TokenScores(
+                    token_ids=targets.cpu().numpy(),
+                    logprobs=logp.gather(-1, targets[:, None])[:, 0].cpu().numpy(),
+                )
+                if vocab_stats:
+                    p = logp.exp()
+                    mean = (p * logp).sum(-1)
+                    # Centred form of E[(log p)^2] - mean^2: same value, no
+                    # float32 cancellation.
+                    var = (p * (logp - mean[:, None]).square()).sum(-1)
+                    scores.vocab_mean = mean.cpu().numpy()
+                    scores.vocab_var = var.cpu().numpy()
+                out.append(scores)
+            return out
+
+        return self._map_batches([len(s) for s in sequences], run, full_vocab_logits=True)
+
+    def score_continuations(
+        self, contexts: Sequence[str], continuations: Sequence[str], *, vocab_stats: bool = False
+    ) -> list[TokenScores]:
+        """Scores of each continuation's tokens given its context.
+
+        Context and continuation are tokenized separately (as lm-evaluation-
+        harness does) so the scored tokens are exactly the continuation's. With
+        an empty context and a tokenizer that adds no BOS, the first token has
+        nothing to condition on and is not scored.
+        """
+        sequences, starts = [], []
+        for context, continuation in zip(contexts, continuations, strict=True):
+            ctx = self.encode_prompt(context) if context else self._bos()
+            cont = self.encode(continuation, add_special_tokens=False)
+            if not cont:
+                raise ValueError(f"empty continuation for context {context[:40]!r}")
+            start = max(len(ctx), 1)
+            sequences.append(ctx + cont)
+            starts.append(start)
+        return self.token_logprobs(sequences, starts, vocab_stats=vocab_stats)
+
+    @torch.inference_mode()
+    def next_token(
+        self,
+        prompts: Sequence[str],
+        columns: Sequence[Sequence[int]] | None = None,
+        *,
+        logits_processor: Callable | None = None,
+    ) -> NextToken:
+        """The float32 next-token distribution after each prompt, reduced to
+        what callers need: its entropy (nats), its argmax over the whole
+        vocabulary, and log-probs at `columns[i]` (e.g. MCQ label tokens).
+
+        Prompts are encoded as `generate` encodes them, so this is the
+        distribution of a reply's first token. `logits_processor(input_ids,
+        scores)` (the transformers LogitsProcessor call) rewrites the raw
+        last-position logits first.
+        """
+        sequences = [self.encode_prompt(p) for p in prompts]
+        if columns is not None and len(columns) != len(prompts):
+            raise ValueError(f"{len(columns)} column lists for {len(prompts)} prompts")
+
+        def run(batch: list[int]) -> list[tuple]:
+            # Left padding puts every prompt's last token in the last column,
+            # so only that column's logits are computed (logits_to_keep).
+            ids, mask = self._pad_left([sequences[i] for i in batch])
+            kwargs = {"logits_to_keep": 1} if self._keeps_logits else {}
+            positions = (mask.cumsum(-1) - 1).clamp_min(0)
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **kwargs).logits
+            scores = logits[:, -1].float().to(ids.device)
+            if logits_processor is not None:
+                scores = logits_processor(ids, scores).float()
+            logp = torch.log_softmax(scores, dim=-1)
+            entropy = -(logp.exp() * logp).nansum(-1)
+            out = []
+            for row, i in enumerate(batch):
+                picked = logp[row, list(columns[i])].cpu().numpy() if columns is not None else np.zeros(0, np.float32)
+                out.append((picked, float(entropy[row]), int(logp[row].argmax())))
+            return out
+
+        with progress.step(f"{self.name}: scoring the next token after {len(sequences)} prompts"):
+            rows = self._map_batches([len(s) for s in sequences], run, full_vocab_logits=not self._keeps_logits)
+        return NextToken(
+            logprobs=[r[0] for r in rows],
+            entropy=np.array([r[1] for r in rows], dtype=np.float64),
+            argmax=np.array([r[2] for r in rows], dtype=np.int64),
+        )
+
+    def _bos(self) -> list[int]:
+        ids = self.tokenizer("", add_special_tokens=True)["input_ids"]
+        return list(ids)
+
