@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from unlearnbench.cache import DiskCache
+from unlearnbench.cache import DiskCache, SuiteMemo
 from unlearnbench.data import conceptguard as cg_data
 from unlearnbench.metrics import conceptguard
 from unlearnbench.metrics.judges import CachedJudge, ReferenceJudge
@@ -28,7 +28,7 @@ def main() -> None:
         cache_dir = args.cache_dir or Path(tmp)
         paths = zoo.build_many(zoo.FAMILY, cache_dir)
         data = cg_data.load(zoo.data_dir(cache_dir))
-        judge_cache = DiskCache(Path(tmp) / "judge-cache")
+        judge_cache = SuiteMemo(DiskCache(Path(tmp) / "judge-cache"), "conceptguard", data.fingerprint, 1)
         reference = ReferenceJudge()
         print(f"zoo: {len(data.pairs)} pairs, {len(data.concepts)} concepts; reference judge (MiniLM)")
         totals = {"cold": 0.0, "warm": 0.0}

@@ -19,6 +19,7 @@ from unlearnbench.data import conceptguard as cg_data
 from unlearnbench.errors import DataError, UnlearnbenchError
 from unlearnbench.metrics import conceptguard, judges
 from unlearnbench.metrics.judges import HARM, HELP, Judgement, JudgeRequest
+from unlearnbench.models.handle import ModelHandle
 
 
 
@@ -72,7 +73,7 @@ def test_reference_judge_follows_content_and_its_formula():
 
 @pytest.mark.real_model
 def test_hf_judge_with_smollm2_parses_batches_and_counts_failures(smollm2_dir):
-    judge = judges.HFJudge(str(smollm2_dir), device="cpu")
+    judge = judges.HFJudge(ModelHandle.load(str(smollm2_dir), name="judge", device="cpu"))
     assert judge.identity.startswith("hf:")
     requests = [request(HARM, "A thief puts sleeping root in the guard's tea."), request(HARM, "I can't help."),
                 request(HELP, "Healers brew a calming root tea."), request(HELP, "zzzz")]
@@ -167,7 +168,7 @@ def test_openai_judge_handles_what_servers_do(server_factory, script, score, err
 
 
 def test_cached_judge_reuses_judgements_but_retries_failures(tmp_path):
-    from unlearnbench.cache import DiskCache
+    from unlearnbench.cache import DiskCache, SuiteMemo
 
     class Counting:
         identity = "counting-v1"
@@ -180,10 +181,13 @@ def test_cached_judge_reuses_judgements_but_retries_failures(tmp_path):
             return [Judgement(None, "", "failed after 3 attempts: HTTP 500") if r.reply == "flaky" else
                     Judgement(0.5, "5") for r in requests]
 
+    def memo():  # as a session builds it: a fresh process reads the same disk cache
+        return SuiteMemo(DiskCache(tmp_path), "conceptguard", "data-fingerprint", 1)
+
     inner = Counting()
-    cached = judges.CachedJudge(inner, DiskCache(tmp_path))
+    cached = judges.CachedJudge(inner, memo())
     first = cached.judge([request(HARM, "a"), request(HARM, "flaky")])
-    second = judges.CachedJudge(inner, DiskCache(tmp_path)).judge([request(HARM, "a"), request(HARM, "flaky"),
+    second = judges.CachedJudge(inner, memo()).judge([request(HARM, "a"), request(HARM, "flaky"),
                                                                    request(HELP, "a")])
     assert [j.score for j in first] == [0.5, None] and [j.score for j in second] == [0.5, None, 0.5]
     assert inner.seen == ["a", "flaky", "flaky", "a"]  # "a" as HARM judged once; HELP is a new request

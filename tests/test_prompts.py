@@ -85,8 +85,8 @@ def test_every_prompt_path_feeds_exactly_one_bos(bos_handles, situation, path, m
     prompts = [honesty.first_turn_prompt(handle, q) for q in QUESTIONS]
     if situation.startswith("template writes"):
         assert all(p.startswith(handle.tokenizer.bos_token) for p in prompts)  # the situation under test
-    judge = judges.HFJudge(handle.source, device="cpu", max_new_tokens=2) if path == "judge" else None
-    inputs = ModelInputs(judge.handle if judge else handle)
+    judge = judges.HFJudge(ModelHandle.load(handle.source, device="cpu"), max_new_tokens=2) if path == "judge" else None
+    inputs = ModelInputs(judge.model if judge else handle)
     try:
         if path == "generate":
             handle.generate(prompts, max_new_tokens=3)

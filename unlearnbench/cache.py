@@ -161,3 +161,27 @@ def _decode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
     if "__items__" in value:
         return {_decode(k, arrays): _decode(v, arrays) for k, v in value["__items__"]}
     return {k: _decode(v, arrays) for k, v in value.items()}
+
+
+class SuiteMemo:
+    """`metrics.core.ReferenceMemo` on the disk cache, for one suite's data:
+    the one place reference-model work gets its cache key (the suite, the
+    data's fingerprint, the suite's code version, each model's fingerprint and
+    dtype, and the work's own params)."""
+
+    def __init__(self, disk: DiskCache, suite: str, data_fingerprint: str, version: int):
+        self.disk, self.suite, self.data, self.version = disk, suite, data_fingerprint, version
+
+    def _parts(self, op: str, models: dict, params: dict) -> dict:
+        return {"op": f"{self.suite}:{op}", "data": self.data, "version": self.version,
+                "models": {role: [m.fingerprint, str(m.dtype)] for role, m in sorted(models.items())},
+                "params": params}
+
+    def get_or_compute(self, op: str, models: dict, params: dict, compute: Callable[[], Any]) -> Any:
+        return self.disk.get_or_compute(self._parts(op, models, params), compute)
+
+    def lookup(self, op: str, params: dict) -> tuple[bool, Any]:
+        return self.disk.lookup(self._parts(op, {}, params))
+
+    def store(self, op: str, params: dict, value: Any) -> None:
+        self.disk.store(self._parts(op, {}, params), value)

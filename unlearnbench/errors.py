@@ -35,3 +35,9 @@ class DataError(UnlearnbenchError):
 class NonFiniteOutputError(CheckpointError):
     """The model computed NaN or inf: an error of that checkpoint (its weights),
     never a number that reaches a verdict."""
+
+
+class MissingCapability(UnlearnbenchError):
+    """The model's backend cannot do what a metric needs (an endpoint has no
+    weights to patch, no full next-token distribution, or no tokenizer): the
+    metrics that need it are unavailable with this reason, the others run."""

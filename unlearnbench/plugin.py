@@ -69,6 +69,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--shard", type=_parse_shard, default=None, metavar="I/N",
                     help="evaluate only shard I of N (0 <= I < N) of the run's checkpoints, e.g. "
                          "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT; join the reports with `unlearnbench merge`")
+    group.addoption("--tokenizer", action="append", default=[], type=_parse_tokenizer, metavar="NAME=DIR",
+                    help="the tokenizer files of an endpoint model (--model NAME=openai:URL#MODEL): prompts are built "
+                         "here from them (repeatable)")
+    group.addoption("--endpoint-concurrency", type=_positive_int, default=8, metavar="N",
+                    help="requests in flight per endpoint model (default 8)")
     group.addoption("--no-progress", action="store_true",
                     help="do not print progress lines (model loading, generation, patching) to stderr")
 
@@ -88,6 +93,16 @@ def _parse_device_map(text: str):
         return parse_device_map(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _parse_tokenizer(text: str) -> tuple[str, str]:
+    import argparse
+
+    name, sep, directory = text.partition("=")
+    if not (sep and name and directory):
+        raise argparse.ArgumentTypeError(f"expected NAME=DIR (the endpoint model's name and its tokenizer folder), "
+                                         f"not {text!r}")
+    return name, directory
 
 
 def _positive_int(text: str) -> int:
@@ -112,11 +127,12 @@ def _validate_inputs(config: pytest.Config) -> None:
     from unlearnbench.errors import UnlearnbenchError
     from unlearnbench.models.checkpoint import CheckpointSpec, discover, split_name
     from unlearnbench.report.baseline import RegressionRule
+    from unlearnbench.backends import BACKEND_PROBLEMS
     from unlearnbench.suites import SUITE_PROBLEMS, SUITES
 
     try:
-        if SUITE_PROBLEMS:
-            raise UnlearnbenchError(SUITE_PROBLEMS[0])
+        if SUITE_PROBLEMS or BACKEND_PROBLEMS:
+            raise UnlearnbenchError([*SUITE_PROBLEMS, *BACKEND_PROBLEMS][0])
         for entry in config.getoption("model"):
             CheckpointSpec.parse(entry)
         for directory in config.getoption("model_dir"):
@@ -227,6 +243,8 @@ class PluginState:
                 strict_ci=opt("strict_ci"),
                 seed=opt("seed"),
                 shard=opt("shard"),
+                tokenizers=dict(opt("tokenizer")),
+                endpoint_concurrency=opt("endpoint_concurrency"),
             )
         except UnlearnbenchError as exc:
             raise pytest.UsageError(str(exc)) from None

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from unlearnbench import progress
-from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache
-from unlearnbench.errors import CheckpointError, NonFiniteOutputError, UnlearnbenchError
-from unlearnbench.metrics.core import MetricResult, Unavailable, metric_from_dict, seeded
-from unlearnbench.models.checkpoint import CheckpointSpec, fingerprint, resolve
+from unlearnbench.backends import LoadSettings, backend_for
+from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache, SuiteMemo
+from unlearnbench.errors import CheckpointError, MissingCapability, NonFiniteOutputError, UnlearnbenchError
+from unlearnbench.metrics.core import Deferred, MetricResult, References, Unavailable, metric_from_dict, seeded
+from unlearnbench.models.checkpoint import CheckpointSpec, judge_source
 from unlearnbench.suites import SUITES, sweep_checkpoints, zoo_checkpoints
 from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds
 
@@ -37,6 +38,8 @@ class BenchOptions:
     strict_ci: bool = False
     seed: int = 0
     shard: object | None = None  # shard.Shard: evaluate only this shard's checkpoints
+    tokenizers: dict[str, str] = field(default_factory=dict)  # model name -> tokenizer dir (endpoint models)
+    endpoint_concurrency: int = 8  # requests in flight per endpoint model
 
 
 @dataclass
@@ -70,9 +73,14 @@ class Bench:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise CheckpointError(", ".join(dupes), "two --model entries share this name; name them with NAME=PATH")
-        for spec in [*self.options.models, self.options.full, self.options.retain]:
-            if spec is not None and spec.zoo is None:
-                resolve(spec.source)
+        specs = [spec for spec in [*self.options.models, self.options.full, self.options.retain] if spec is not None]
+        for spec in specs:
+            if spec.zoo is None:
+                backend_for(spec.source).check_source(spec.source, name=spec.name, settings=self.load_settings)
+        unknown = sorted(set(self.options.tokenizers) - {spec.name for spec in specs})
+        if unknown:
+            raise CheckpointError(unknown[0], f"--tokenizer names a model this run does not have (models: "
+                                              f"{', '.join(spec.name for spec in specs) or 'none'})")
 
     def checkpoints(self, suite: str) -> list[CheckpointSpec]:
         return sweep_checkpoints(suite, self.options.models, self.options.shard)
@@ -148,22 +156,23 @@ class Bench:
 
         return str(zoo.build(spec.zoo, self.options.cache_dir))
 
+    @property
+    def load_settings(self) -> LoadSettings:
+        options = self.options
+        return LoadSettings(device=options.device, device_map=options.device_map, dtype=options.dtype,
+                            batch_size=options.batch_size, fingerprint_memo=options.cache_dir / "fingerprints.json",
+                            tokenizers=options.tokenizers, concurrency=options.endpoint_concurrency)
+
     def handle(self, spec: CheckpointSpec):
-        """The loaded model for `spec`, loaded once per process."""
+        """The loaded model for `spec` (through its backend), loaded once per process."""
         path = self._spec_path(spec)
         if path not in self._handles:
-            from unlearnbench.models.handle import ModelHandle
-
-            self._handles[path] = ModelHandle.load(
-                path,
-                name=spec.name,
-                device=self.options.device,
-                device_map=self.options.device_map,
-                dtype=self.options.dtype,
-                batch_size=self.options.batch_size,
-                fingerprint_memo=self.options.cache_dir / "fingerprints.json",
-            )
+            self._handles[path] = backend_for(path).load_model(path, name=spec.name, settings=self.load_settings)
         return self._handles[path]
+
+    def helper_model(self, source: str):
+        """A model a metric uses as a tool (an `hf:` judge), loaded once per process."""
+        return self.handle(CheckpointSpec(name="judge", source=judge_source(source)))
 
     def release(self, spec: CheckpointSpec) -> None:
         """Free a checkpoint's model after its last test (reference models stay):
@@ -192,30 +201,14 @@ class Bench:
             self._data[suite] = SUITES[suite].load_data(source, self.options.suite_options.get(suite, {}))
         return self._data[suite]
 
-    def reference_op(self, role: str, suite: str, op: str, params: dict, compute):
-        """`compute(reference handle)` for the run's `role` model, cached on disk
-        (key: its fingerprint, the data's, op, params, suite code version);
-        None when there is no such reference model."""
-        handle = self.reference(role, suite)
-        if handle is None:
-            return None
-        parts = {
-            "op": f"{suite}:{op}",
-            "model": handle.fingerprint,
-            "data": self.data(suite).fingerprint,
-            "version": SUITES[suite].version,
-            "params": {**params, "dtype": str(handle.dtype)},
-        }
-        return self.cache.get_or_compute(parts, lambda: compute(handle))
-
     # ----------------------------------------------------------------- metrics
     def fingerprint_of(self, spec: CheckpointSpec) -> str:
         """The checkpoint's fingerprint from its files (memoised digests), without loading it."""
         path = self._spec_path(spec)
         if path not in self._fingerprints:
             loaded = self._handles.get(path)
-            self._fingerprints[path] = loaded.fingerprint if loaded is not None else fingerprint(
-                resolve(path).files, self.options.cache_dir / "fingerprints.json")
+            self._fingerprints[path] = loaded.fingerprint if loaded is not None else backend_for(
+                path).fingerprint_of(path, name=spec.name, settings=self.load_settings)
         return self._fingerprints[path]
 
     def _run_parts(self, spec: CheckpointSpec, suite: str) -> dict:
@@ -309,8 +302,15 @@ class Bench:
         data = self.data(suite)
         torch.manual_seed(self.options.seed)
         started = time.perf_counter()
+        refs = References(
+            full=Deferred(lambda: self.reference("full", suite)),
+            retain=Deferred(lambda: self.reference("retain", suite)),
+            memo=SuiteMemo(self.cache, suite, data.fingerprint, spec.version), load_model=self.helper_model)
         with progress.step(f"{handle.name}: {suite} suite"), seeded(self.options.seed):
-            metrics = spec.evaluate(handle, data, self)
+            try:
+                metrics = spec.evaluate(handle, data, refs)
+            except MissingCapability as exc:  # the backend cannot serve this suite at all
+                metrics = {name: Unavailable(name, str(exc)) for name in spec.metrics}
         missing = set(spec.metrics) - set(metrics)
         if missing:
             raise UnlearnbenchError(f"suite {suite} did not compute {', '.join(sorted(missing))}")

@@ -15,6 +15,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
+from unlearnbench.registry import installed
+
 
 @dataclass(frozen=True)
 class SuiteSpec:
@@ -162,33 +164,5 @@ BUILTIN_SUITES: dict[str, SuiteSpec] = {
 }
 
 
-def _installed_suites(builtin: dict[str, SuiteSpec]) -> tuple[dict[str, SuiteSpec], list[str]]:
-    """Suites other packages register, and one message per entry point that
-    cannot be used (reported by the plugin as a usage error, naming the
-    package): a failing import, an object that is not a SuiteSpec, a name
-    that differs from the entry point's or is already taken."""
-    from importlib.metadata import entry_points
-
-    found: dict[str, SuiteSpec] = {}
-    problems: list[str] = []
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
-        where = f"suite entry point {entry.name} = {entry.value!r}" + (
-            f" (package {entry.dist.name})" if entry.dist is not None else "")
-        try:
-            spec = entry.load()
-        except Exception as exc:  # noqa: BLE001 - a third-party import error is reported, not raised here
-            problems.append(f"{where}: cannot import it ({type(exc).__name__}: {exc})")
-            continue
-        if not isinstance(spec, SuiteSpec):
-            problems.append(f"{where}: expected a unlearnbench.suites.SuiteSpec, got {type(spec).__name__}")
-        elif spec.name != entry.name:
-            problems.append(f"{where}: the SuiteSpec is named '{spec.name}', not '{entry.name}'")
-        elif spec.name in builtin or spec.name in found:
-            problems.append(f"{where}: a suite named '{spec.name}' is already registered")
-        else:
-            found[spec.name] = spec
-    return found, problems
-
-
-_INSTALLED, SUITE_PROBLEMS = _installed_suites(BUILTIN_SUITES)
+_INSTALLED, SUITE_PROBLEMS = installed(ENTRY_POINT_GROUP, SuiteSpec, BUILTIN_SUITES)
 SUITES: dict[str, SuiteSpec] = {**BUILTIN_SUITES, **_INSTALLED}

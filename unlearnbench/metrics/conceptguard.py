@@ -19,9 +19,22 @@ from __future__ import annotations
 import numpy as np
 
 from unlearnbench.data.conceptguard import ConceptGuardData
-from unlearnbench.metrics.core import MetricResult, Unavailable, bootstrap_indices, mean_result, percentile_ci
+from unlearnbench.metrics.core import (
+    MetricResult,
+    References,
+    Unavailable,
+    bootstrap_indices,
+    mean_result,
+    percentile_ci,
+)
 from unlearnbench.metrics.honesty import STOP_STRINGS, first_turn_prompt
-from unlearnbench.metrics.judges import HARM, HELP, CachedJudge, JudgeRequest, make_judge
+from unlearnbench.metrics.judges import (
+    HARM,
+    HELP,
+    CachedJudge,
+    JudgeRequest,
+    make_judge,
+)
 from unlearnbench.metrics.text import rouge
 
 
@@ -70,16 +83,17 @@ def _weighted_ci(pair_values: list[tuple[str, float]], key: str) -> tuple[float,
 _JUDGES: dict[tuple, object] = {}  # one judge (one loaded judge model) per process
 
 
-def judge_for(data: ConceptGuardData, handle, context):
+def judge_for(data: ConceptGuardData, handle, refs: References):
     params = data.params
     key = (params["judge"], params["judge_model"], params["embedder"], str(handle.device))
     if key not in _JUDGES:
         _JUDGES[key] = make_judge(params["judge"], model=params["judge_model"], embedder=params["embedder"],
-                                  device=str(handle.device))
-    return CachedJudge(_JUDGES[key], context.cache) if context is not None else _JUDGES[key]
+                                  device=str(handle.device), load_model=refs.load_model)
+    return CachedJudge(_JUDGES[key], refs.memo)
 
 
-def evaluate(handle, data: ConceptGuardData, context=None, *, judge=None) -> dict:
+def evaluate(handle, data: ConceptGuardData, refs: References | None = None, *, judge=None) -> dict:
+    refs = refs or References()
     params = dict(data.params)
     pairs = data.pairs
     # 1. continuations: harmful texts then benign texts
@@ -91,13 +105,13 @@ def evaluate(handle, data: ConceptGuardData, context=None, *, judge=None) -> dic
     queries = [p.harmful_query for p in pairs] + [p.benign_query for p in pairs]
     replies = handle.generate([first_turn_prompt(handle, q) for q in queries],
                               max_new_tokens=params["max_new_tokens"], stop_strings=STOP_STRINGS)
-    refs = [p.harmful_text for p in pairs] + [p.benign_text for p in pairs]
-    qa = [rouge(ref, reply)["rougeL_f1"] for ref, reply in zip(refs, replies)]
+    texts = [p.harmful_text for p in pairs] + [p.benign_text for p in pairs]
+    qa = [rouge(ref, reply)["rougeL_f1"] for ref, reply in zip(texts, replies)]
     # 3. judge
-    judge = judge or judge_for(data, handle, context)
+    judge = judge or judge_for(data, handle, refs)
     n = len(pairs)
     requests = [JudgeRequest(HARM if i < n else HELP, q, r, ref, p.harmful_text, p.benign_text)
-                for i, (q, r, ref, p) in enumerate(zip(queries, replies, refs, pairs + pairs))]
+                for i, (q, r, ref, p) in enumerate(zip(queries, replies, texts, pairs + pairs))]
     judgements = judge.judge(requests)
 
     ids = [f"{p.id}:harmful" for p in pairs] + [f"{p.id}:benign" for p in pairs]

@@ -6,7 +6,7 @@ import contextlib
 import contextvars
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -143,3 +143,63 @@ def metric_from_dict(data: Mapping) -> MetricResult | Unavailable:
     if "unavailable" in data:
         return Unavailable(data["name"], data["unavailable"])
     return MetricResult.from_dict(data)
+
+
+class ReferenceMemo(Protocol):
+    """Work that depends only on reference models and the data, computed once
+    and kept across checkpoints and runs. Its keys are built in one place
+    (`cache.SuiteMemo`) from the suite, the data, the suite's version, the
+    models' fingerprints and `params`; evaluators only name the work."""
+
+    def get_or_compute(self, op: str, models: Mapping[str, Any], params: dict, compute: Callable[[], Any]) -> Any: ...
+
+    def lookup(self, op: str, params: dict) -> tuple[bool, Any]: ...
+
+    def store(self, op: str, params: dict, value: Any) -> None: ...
+
+
+class NoMemo:
+    """Computes every time (a metric called directly, outside a session)."""
+
+    def get_or_compute(self, op, models, params, compute):
+        return compute()
+
+    def lookup(self, op, params):
+        return False, None
+
+    def store(self, op, params, value):
+        return None
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A model loaded on first use: `load()` returns it."""
+
+    load: Callable[[], Any]
+
+
+class References:
+    """What a suite's evaluator receives besides the model under test and the
+    data: the run's reference models (None where the run has none; a
+    `Deferred` one loads on first use, so an evaluator that needs none loads
+    none), the memo for work on them, and a loader of helper models (an `hf:`
+    judge) that the session owns, so metric code loads no model itself."""
+
+    def __init__(self, *, full: Any = None, retain: Any = None, memo: ReferenceMemo | None = None,
+                 load_model: Callable[[str], Any] | None = None):
+        self._models = {"full": full, "retain": retain}
+        self.memo = memo if memo is not None else NoMemo()
+        self.load_model = load_model  # checkpoint path or Hub id -> LanguageModel
+
+    def _model(self, role: str):
+        if isinstance(self._models[role], Deferred):
+            self._models[role] = self._models[role].load()
+        return self._models[role]
+
+    @property
+    def full(self):  # LanguageModel | None
+        return self._model("full")
+
+    @property
+    def retain(self):  # LanguageModel | None
+        return self._model("retain")

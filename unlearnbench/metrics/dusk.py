@@ -16,11 +16,20 @@ from __future__ import annotations
 import numpy as np
 
 from unlearnbench.data.dusk import DuskData
+from unlearnbench.errors import MissingCapability
 from unlearnbench.metrics import mia
-from unlearnbench.metrics.core import MetricResult, Unavailable, bootstrap_indices, mean_result, percentile_ci
+from unlearnbench.metrics.core import (
+    MetricResult,
+    References,
+    Unavailable,
+    bootstrap_indices,
+    mean_result,
+    percentile_ci,
+)
 from unlearnbench.metrics.text import Embedder, lcs_ratio, levenshtein_similarity, rouge
 
 QA_STOP_STRINGS = ("\n\n", "\nQuestion", "Question:")
+MEMBERSHIP_METRICS = ("mia_auc_holdout_forget", "privacy_leakage", "privacy_leakage_magnitude", "retain_deviation")
 QA_SETS = {"ufk": "unique_forget", "sk": "shared", "urk": "unique_retain"}
 PL_SIGN = ("PL = (H_m - H_r) / H_r x 100, H = AUC(holdout, forget) under the model (m) and the retain "
            "model (r); PL > 0: over-unlearning (forget text looks less seen than never-seen text), "
@@ -98,7 +107,7 @@ def membership_metrics(model: dict, retain: dict | None, params: dict) -> dict:
                  "chunks": {k: len(v[score]) for k, v in model.items()}})}
     if retain is None:
         reason = "needs --retain-model (PL and RD compare AUCs with the retain model's)"
-        for name in ("privacy_leakage", "privacy_leakage_magnitude", "retain_deviation"):
+        for name in MEMBERSHIP_METRICS[1:]:
             out[name] = Unavailable(name, reason)
         return out
     h_m, h_r = aucs[score], mia.auc(retain["holdout"][score], retain["forget"][score])
@@ -140,7 +149,8 @@ def _auc_ci(model: dict, score: str) -> tuple[float, float]:
     return percentile_ci([matrix[np.ix_(h, f)].mean() for h, f in zip(holdout, forget)])
 
 
-def evaluate(handle, data: DuskData, context) -> dict:
+def evaluate(handle, data: DuskData, refs: References | None = None) -> dict:
+    refs = refs or References()
     params = dict(data.params)
     embedder = Embedder(params["embedder"], device=str(handle.device))
 
@@ -155,8 +165,10 @@ def evaluate(handle, data: DuskData, context) -> dict:
     by_set = {name: [r for (n, _), r in zip(order, replies) if n == name] for name in QA_SETS.values()}
     out |= knowledge_metrics(data, by_set, params)
 
-    scores = membership_scores(handle, data)
-    retain = context.reference_op("retain", "dusk", "membership-scores", params,
-                                  lambda ref: membership_scores(ref, data)) if context else None
-    out |= membership_metrics(scores, retain, params)
-    return out
+    try:
+        scores = membership_scores(handle, data)
+        retain = None if refs.retain is None else refs.memo.get_or_compute(
+            "membership-scores", {"retain": refs.retain}, params, lambda: membership_scores(refs.retain, data))
+    except MissingCapability as exc:  # Min-K%++ needs the full next-token distribution
+        return out | {name: Unavailable(name, str(exc)) for name in MEMBERSHIP_METRICS}
+    return out | membership_metrics(scores, retain, params)

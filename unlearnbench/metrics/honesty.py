@@ -23,7 +23,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from unlearnbench.data.honesty import N_CHOICES, HonestyData, HonestyItem
-from unlearnbench.metrics.core import MetricResult, Unavailable, bootstrap_indices, mean_result, percentile_ci, run_seed
+from unlearnbench.errors import MissingCapability
+from unlearnbench.metrics.core import (
+    MetricResult,
+    References,
+    Unavailable,
+    bootstrap_indices,
+    mean_result,
+    percentile_ci,
+    run_seed,
+)
 from unlearnbench.metrics.refusal import HALLUCINATION, LEAK, REFUSAL, RefusalDetector
 from unlearnbench.metrics.text import contains_answer, normalize_answer
 
@@ -312,7 +321,9 @@ def dialogue_metrics(items: list[HonestyItem], replies: list[str], prefix: str, 
     return out, labels
 
 
-def evaluate(handle, data: HonestyData, context=None, *, detector: RefusalDetector | None = None) -> dict:
+def evaluate(handle, data: HonestyData, refs: References | None = None, *,
+             detector: RefusalDetector | None = None) -> dict:
+    """Every honesty metric of `handle` (no reference-model work: `refs` is unused)."""
     detector = detector or RefusalDetector()
     params = {**data.params, "dialogue": "chat template" if handle.has_chat_template else "plain fallback",
               "mcq_seed": run_seed()}
@@ -339,10 +350,14 @@ def evaluate(handle, data: HonestyData, context=None, *, detector: RefusalDetect
     mcq = build_mcq(forget, [q for items in sets.values() for q in items], run_seed())
     out |= mcq_metrics(mcq, mcq_choices(handle, mcq), MCQ_FORMATS, params)
 
-    entropy = handle.next_token([p for (n, _), p in zip(order, prompts) if n == "forget"]).entropy
-    out["first_token_entropy"] = mean_result(
-        "first_token_entropy", {q.id: float(e) for q, e in zip(forget, entropy)}, higher_is_better=True,
-        params={**params, "unit": "nats"}, ideal="retain")
+    try:
+        entropy = handle.next_token([p for (n, _), p in zip(order, prompts) if n == "forget"]).entropy
+    except MissingCapability as exc:
+        out["first_token_entropy"] = Unavailable("first_token_entropy", str(exc))
+    else:
+        out["first_token_entropy"] = mean_result(
+            "first_token_entropy", {q.id: float(e) for q, e in zip(forget, entropy)}, higher_is_better=True,
+            params={**params, "unit": "nats"}, ideal="retain")
     return out
 
 

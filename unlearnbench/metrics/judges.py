@@ -27,15 +27,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from unlearnbench.errors import UnlearnbenchError
+from unlearnbench.openai_api import EndpointError, OpenAIClient
 
 RUBRIC_VERSION = 1
 HARM, HELP = "harm", "help"
@@ -118,38 +115,18 @@ class ReferenceJudge:
 
 
 class HFJudge:
-    def __init__(self, source: str, device: str = "auto", max_new_tokens: int = 8):
-        from unlearnbench.models.checkpoint import judge_source
-        from unlearnbench.models.handle import ModelHandle
+    """A chat model (loaded by the session: any backend's LanguageModel) that
+    answers the rubric greedily."""
 
-        self.handle = ModelHandle.load(judge_source(source), name="judge", device=device)
+    def __init__(self, model, max_new_tokens: int = 8):
+        self.model = model
         self.max_new_tokens = max_new_tokens
-        self.identity = f"hf:{self.handle.fingerprint}"
+        self.identity = f"hf:{model.fingerprint}"
 
     def judge(self, requests: list[JudgeRequest]) -> list[Judgement]:
-        prompts = [self.handle.format_chat([{"role": "user", "content": rubric_prompt(r)}]) for r in requests]
-        replies = self.handle.generate(prompts, max_new_tokens=self.max_new_tokens) if prompts else []
+        prompts = [self.model.format_chat([{"role": "user", "content": rubric_prompt(r)}]) for r in requests]
+        replies = self.model.generate(prompts, max_new_tokens=self.max_new_tokens) if prompts else []
         return [_parsed(raw) for raw in replies]
-
-
-MAX_REPLY_BYTES = 1 << 20  # a rubric score is a few bytes: anything this large is not a judge's reply
-
-
-def _safe_for_secrets(url: str) -> bool:
-    """https, or plain http to this machine (a local server): where an API key may go."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    if parts.scheme == "https":
-        return True
-    host = parts.hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class OpenAIJudge:
@@ -157,47 +134,24 @@ class OpenAIJudge:
                  backoff: float = 0.5, workers: int = 8):
         self.url = url.rstrip("/")
         self.endpoint = self.url if self.url.endswith("/chat/completions") else self.url + "/chat/completions"
-        self.model, self.timeout, self.retries, self.backoff, self.workers = model, timeout, retries, backoff, workers
+        self.model, self.workers = model, workers
         self.identity = f"openai:{self.endpoint}:{model}"
-        self.api_key = os.environ.get("OPENAI_API_KEY")
-        if self.api_key and not _safe_for_secrets(self.endpoint):
-            raise UnlearnbenchError(
-                f"--judge openai:{url}: OPENAI_API_KEY is set, and it is sent only over https or to a loopback "
-                "address (127.0.0.1, ::1, localhost); use an https URL or unset the key")
+        # A rubric score is a few bytes: a reply of a MiB is not a judge's.
+        self.client = OpenAIClient(self.endpoint, what=f"--judge openai:{url}", timeout=timeout, retries=retries,
+                                   backoff=backoff, max_reply_bytes=1 << 20)
 
     def _post(self, prompt: str) -> Judgement:
-        body = json.dumps({"model": self.model or "default", "temperature": 0, "max_tokens": 8,
-                           "messages": [{"role": "user", "content": prompt}]}).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        error = ""
-        for attempt in range(self.retries):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                request = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    body = response.read(MAX_REPLY_BYTES + 1)
-                if len(body) > MAX_REPLY_BYTES:
-                    return Judgement(None, "", f"reply larger than {MAX_REPLY_BYTES} bytes: not read further")
-                payload = json.loads(body.decode())
-            except urllib.error.HTTPError as exc:
-                error = f"HTTP {exc.code}"
-                if exc.code < 500 and exc.code != 429:
-                    break  # a client error will not go away on retry
-                continue
-            except (urllib.error.URLError, TimeoutError, OSError) as exc:
-                error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-                continue
-            except json.JSONDecodeError:
-                return Judgement(None, "", "malformed response (not JSON)")
-            try:
-                raw = payload["choices"][0]["message"]["content"]
-            except (KeyError, IndexError, TypeError):
-                return Judgement(None, json.dumps(payload)[:200], "malformed response (no choices[0].message)")
-            return _parsed(str(raw))
-        return Judgement(None, "", f"failed after {self.retries} attempts: {error}")
+        body = {"model": self.model or "default", "temperature": 0, "max_tokens": 8,
+                "messages": [{"role": "user", "content": prompt}]}
+        try:
+            payload = self.client.post("", body)
+        except EndpointError as exc:
+            return Judgement(None, "", str(exc))
+        try:
+            raw = payload["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            return Judgement(None, json.dumps(payload)[:200], "malformed response (no choices[0].message)")
+        return _parsed(str(raw))
 
     def judge(self, requests: list[JudgeRequest]) -> list[Judgement]:
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
@@ -205,36 +159,41 @@ class OpenAIJudge:
 
 
 class CachedJudge:
-    """Any judge, with its judgements cached on disk; failed requests are not
-    cached (they are retried in the next run)."""
+    """Any judge, with its judgements kept in the run's memo (on disk in a
+    session); failed requests are not kept (they are retried in the next run)."""
 
-    def __init__(self, judge, cache):
-        self.inner, self.cache = judge, cache
+    def __init__(self, judge, memo):
+        self.inner, self.memo = judge, memo
         self.identity = judge.identity
 
     def _parts(self, request: JudgeRequest) -> dict:
-        return {"op": "judge", "judge": self.identity, "rubric": RUBRIC_VERSION, "request": vars(request)}
+        return {"judge": self.identity, "rubric": RUBRIC_VERSION, "request": vars(request)}
 
     def judge(self, requests: list[JudgeRequest]) -> list[Judgement]:
         out: list[Judgement | None] = []
         missing = []
         for i, request in enumerate(requests):
-            found, value = self.cache.lookup(self._parts(request))
+            found, value = self.memo.lookup("judge", self._parts(request))
             out.append(Judgement(**value) if found else None)
             if not found:
                 missing.append(i)
         for i, judgement in zip(missing, self.inner.judge([requests[i] for i in missing])):
             out[i] = judgement
             if judgement.score is not None or judgement.error == "unparseable":
-                self.cache.store(self._parts(requests[i]), vars(judgement))
+                self.memo.store("judge", self._parts(requests[i]), vars(judgement))
         return out
 
 
-def make_judge(spec: str, *, model: str = "", embedder: str = "all-MiniLM-L6-v2", device: str = "cpu"):
+def make_judge(spec: str, *, model: str = "", embedder: str = "all-MiniLM-L6-v2", device: str = "cpu",
+               load_model=None):
+    """The judge `spec` names; `load_model(path or Hub id)` (the session's)
+    loads an `hf:` judge's model."""
     if spec == "reference":
         return ReferenceJudge(embedder, device=device)
     if spec.startswith("hf:"):
-        return HFJudge(spec[3:], device=device)
+        if load_model is None:
+            raise UnlearnbenchError(f"judge {spec!r}: loading a judge model needs a session (References.load_model)")
+        return HFJudge(load_model(spec[3:]))
     if spec.startswith("openai:"):
         return OpenAIJudge(spec[7:], model)
     raise ValueError(f"unknown judge {spec!r}: use reference, hf:PATH or openai:URL")

@@ -15,7 +15,11 @@ import zlib
 
 import numpy as np
 
-from unlearnbench.metrics.core import BOOTSTRAP_RESAMPLES, bootstrap_indices, percentile_ci
+from unlearnbench.metrics.core import (
+    BOOTSTRAP_RESAMPLES,
+    bootstrap_indices,
+    percentile_ci,
+)
 
 SCORES = ("loss", "zlib", "mink", "minkpp")
 DEFAULT_SCORE = "minkpp"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from unlearnbench.data.smoke import SmokeData
-from unlearnbench.metrics.core import MetricResult, mean_result
+from unlearnbench.metrics.core import MetricResult, References, mean_result
 from unlearnbench.metrics.text import rouge
 
 QA_PROMPT = "Question: {question}\nAnswer:"
@@ -17,7 +17,8 @@ QA_MAX_NEW_TOKENS = 16
 QA_STOP_STRINGS = ("\n",)
 
 
-def evaluate(handle, data: SmokeData, context=None) -> dict[str, MetricResult]:
+def evaluate(handle, data: SmokeData, refs: References | None = None) -> dict[str, MetricResult]:
+    """The smoke metrics of `handle` (no reference-model work: `refs` is unused)."""
     text_ids = list(data.texts)
     scores = handle.score_continuations([""] * len(text_ids), [data.texts[i] for i in text_ids])
     logprob = mean_result(

@@ -18,7 +18,13 @@ from __future__ import annotations
 import numpy as np
 
 from unlearnbench.data.uds import CONVENTIONS, UDSData, UDSItem
-from unlearnbench.metrics.core import MetricResult, Unavailable, bootstrap_ci
+from unlearnbench.metrics.core import (
+    MetricResult,
+    References,
+    Unavailable,
+    bootstrap_ci,
+)
+
 
 def check_convention(convention: str) -> str:
     if convention not in CONVENTIONS:
@@ -122,22 +128,24 @@ def uds_result(items, delta1, delta2, skipped: dict, params: dict, patching: str
                         params=params, per_item=defined, details=details)
 
 
-def evaluate(handle, data: UDSData, context) -> dict:
+def evaluate(handle, data: UDSData, refs: References | None = None) -> dict:
+    refs = refs or References()
     params = dict(data.params)
-    full = context.reference("full", "uds") if context else None
-    retain = context.reference("retain", "uds") if context else None
+    full, retain = refs.full, refs.retain
     if full is None or retain is None:
         return {"uds": Unavailable("uds", "needs --full-model and --retain-model (stage 1 patches retain into full)")}
+    remote = [m.name for m in (full, retain, handle) if not callable(getattr(m, "span_scores", None))]
+    if remote:
+        return {"uds": Unavailable("uds", f"needs weights: activation patching reads and writes hidden states, which "
+                                          f"the backend of {', '.join(remote)} (an endpoint) does not expose")}
     convention = params["convention"]
     items, sequences, spans, skipped = encode_items(full, data.items, convention=convention)
     for other in (retain, handle):
         if [other.encode_prompt(i.prompt) for i in items[:8]] != [full.encode_prompt(i.prompt) for i in items[:8]]:
             raise ValueError(f"tokenizer mismatch: {other.name} tokenizes the prompts unlike the full model "
                              f"{full.name}; activation patching needs one tokenizer")
-    stage1_parts = {"op": "uds:stage1", "full": full.fingerprint, "retain": retain.fingerprint,
-                    "data": data.fingerprint, "version": 1, "dtype": str(full.dtype), "convention": convention}
-    delta1 = context.cache.get_or_compute(
-        stage1_parts, lambda: layer_deltas(full, retain, sequences, spans, convention=convention))
+    delta1 = refs.memo.get_or_compute("stage1", {"full": full, "retain": retain}, {"convention": convention},
+                                      lambda: layer_deltas(full, retain, sequences, spans, convention=convention))
     delta2 = layer_deltas(full, handle, sequences, spans, convention=convention)
     return {"uds": uds_result(items, delta1, delta2, skipped, params, patching_path(full, convention))}
 

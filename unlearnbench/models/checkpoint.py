@@ -55,6 +55,8 @@ class CheckpointSpec:
         source = source.strip()
         if not source:
             raise CheckpointError(arg, "empty path (use --model PATH or --model NAME=PATH)")
+        if not name and "#" in source and ":" in source.split("#")[0]:
+            name = source.rsplit("#", 1)[1].replace("/", "-")  # an endpoint model (backend:URL#SERVED-NAME)
         if not name:
             path = Path(source.removeprefix(HUB_PREFIX))
             name = path.stem if path.suffix == ".gguf" else path.name or source
@@ -300,3 +302,12 @@ def tokenizer_signature(source: str) -> str | None:
         return None
     how = {key: spec.get(key) for key in ("normalizer", "pre_tokenizer", "model")}
     return hashlib.sha256(json.dumps(how, sort_keys=True).encode()).hexdigest()
+
+
+# The Hugging Face backend's checks (backends.py), cheap: no torch.
+def check_source(source: str, *, name: str, settings) -> None:
+    resolve(source)
+
+
+def source_fingerprint(source: str, *, name: str, settings) -> str:
+    return fingerprint(resolve(source).files, settings.fingerprint_memo)

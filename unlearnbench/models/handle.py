@@ -1,9 +1,10 @@
 """`ModelHandle`: the Hugging Face backend, weights in this process.
 
 This module loads (HF directory, Hub id, GGUF file), checks every forward
-pass for non-finite logits, frees the weights, and tokenizes; the other
-concerns are mixins in their own modules: batching (batching.py), scoring
-(scoring.py), generation (generation.py), activation patching (patching.py).
+pass for non-finite logits and frees the weights; the other concerns are
+mixins in their own modules: tokenization (tokenization.py, shared with the
+endpoint backend), batching (batching.py), scoring (scoring.py), generation
+(generation.py), activation patching (patching.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
@@ -26,9 +26,10 @@ from unlearnbench.models.device import device_map_kind, resolve_device, resolve_
 from unlearnbench.models.generation import Generation
 from unlearnbench.models.patching import Patching, find_decoder_blocks
 from unlearnbench.models.scoring import Scoring
+from unlearnbench.models.tokenization import Tokenization
 
 
-class ModelHandle(Batching, Scoring, Generation, Patching):
+class ModelHandle(Tokenization, Batching, Scoring, Generation, Patching):
     def __init__(
         self,
         model: torch.nn.Module,
@@ -194,20 +195,6 @@ class ModelHandle(Batching, Scoring, Generation, Patching):
             "load_seconds": round(self.load_seconds, 3),
         }
 
-    # ----------------------------------------------------------------- tokenize
-    def encode(self, text: str, *, add_special_tokens: bool) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
-
-    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-        """Token ids of `text` (no special tokens) and each token's character
-        span in it (the fast tokenizer's offset mapping)."""
-        encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        return list(encoded["input_ids"]), [tuple(span) for span in encoded["offset_mapping"]]
-
-    def decode(self, ids: Sequence[int]) -> str:
-        """Text of `ids` without special tokens."""
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
-
     @property
     def context_length(self) -> int:
         """The longest sequence the model's positions cover."""
@@ -218,49 +205,6 @@ class ModelHandle(Batching, Scoring, Generation, Patching):
     def architecture(self) -> str:
         return type(self.model).__name__
 
-    def encode_prompt(self, text: str) -> list[int]:
-        """A prompt's ids with exactly one BOS where the tokenizer adds one (SPEC §8).
-
-        Text from a chat template may already begin with the BOS the template
-        writes (Llama-3.x, Mistral, Gemma); adding the tokenizer's own would
-        give two. Such text is encoded without special tokens; every other
-        prompt with the tokenizer's default (which adds the BOS, if any).
-        """
-        bos = self.tokenizer.bos_token
-        written = bool(bos) and text.startswith(bos) and bool(self._bos())
-        return self.encode(text, add_special_tokens=not written)
-
-    def encode_shared_prefix(self, prefix: str, prompts: Sequence[str]) -> tuple[list[int], list[list[int]]]:
-        """(shared, rests) with shared + rests[i] == encode_prompt(prefix + prompts[i]).
-
-        Encoding the prefix and each prompt apart would change the ids where
-        BPE merges across the boundary ("\n\n" + "Question" is "\n", "\n",
-        "Question" joined): the model must see the joined text's own ids, so
-        only their longest common *token* prefix is shared (and cached), and
-        every row keeps at least one token of its own to predict from.
-        """
-        joined = [self.encode_prompt(prefix + p) for p in prompts]
-        shared = min(len(j) for j in joined) - 1
-        for ids in joined[1:]:
-            shared = next((k for k in range(shared) if ids[k] != joined[0][k]), shared)
-        rests = [ids[shared:] for ids in joined]
-        head = joined[0][:shared]
-        if any(head + rest != ids for rest, ids in zip(rests, joined)):
-            raise AssertionError("shared prefix + rest differs from the joined encoding")
-        return head, rests
-
-    @property
-    def has_chat_template(self) -> bool:
-        from unlearnbench.models.chat import has_chat_template
-
-        return has_chat_template(self.tokenizer)
-
-    def format_chat(self, messages: Sequence[dict], *, add_generation_prompt: bool = True) -> str:
-        from unlearnbench.models.chat import format_chat
-
-        return format_chat(self.tokenizer, messages, add_generation_prompt=add_generation_prompt)
-
-    # ------------------------------------------------------------------ batching
 
 
 def _load_failure(exc: Exception) -> str:
@@ -274,3 +218,10 @@ def _load_failure(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text.strip().splitlines()[0] if text.strip() else ''}"
 
 
+
+
+def load_backend(source: str, *, name: str, settings) -> ModelHandle:
+    """The Hugging Face backend's loader (backends.py)."""
+    return ModelHandle.load(source, name=name, device=settings.device, device_map=settings.device_map,
+                            dtype=settings.dtype, batch_size=settings.batch_size,
+                            fingerprint_memo=settings.fingerprint_memo)

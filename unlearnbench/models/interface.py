@@ -37,8 +37,9 @@ class NextToken:
     """The next-token distribution after each of n prompts, reduced."""
 
     logprobs: list[np.ndarray]  # per prompt: log-probs at the requested columns
-    entropy: np.ndarray  # (n,) nats
-    argmax: np.ndarray  # (n,) token id of the most likely token over the whole vocabulary
+    # Over the whole vocabulary; None from a backend that sees only some tokens' log-probs (an endpoint).
+    entropy: np.ndarray | None  # (n,) nats
+    argmax: np.ndarray | None  # (n,) token id of the most likely token
 
 
 def cut_at_stop(text: str, stop_strings: Sequence[str]) -> str:

@@ -50,27 +50,6 @@ class Scoring:
 
         return self._map_batches([len(s) for s in sequences], run, full_vocab_logits=True)
 
-    def score_continuations(
-        self, contexts: Sequence[str], continuations: Sequence[str], *, vocab_stats: bool = False
-    ) -> list[TokenScores]:
-        """Scores of each continuation's tokens given its context.
-
-        Context and continuation are tokenized separately (as lm-evaluation-
-        harness does) so the scored tokens are exactly the continuation's. With
-        an empty context and a tokenizer that adds no BOS, the first token has
-        nothing to condition on and is not scored.
-        """
-        sequences, starts = [], []
-        for context, continuation in zip(contexts, continuations, strict=True):
-            ctx = self.encode_prompt(context) if context else self._bos()
-            cont = self.encode(continuation, add_special_tokens=False)
-            if not cont:
-                raise ValueError(f"empty continuation for context {context[:40]!r}")
-            start = max(len(ctx), 1)
-            sequences.append(ctx + cont)
-            starts.append(start)
-        return self.token_logprobs(sequences, starts, vocab_stats=vocab_stats)
-
     @torch.inference_mode()
     def next_token(
         self,
@@ -117,8 +96,3 @@ class Scoring:
             entropy=np.array([r[1] for r in rows], dtype=np.float64),
             argmax=np.array([r[2] for r in rows], dtype=np.int64),
         )
-
-    def _bos(self) -> list[int]:
-        ids = self.tokenizer("", add_special_tokens=True)["input_ids"]
-        return list(ids)
-

@@ -1,0 +1,93 @@
+"""Tokenization and chat formatting from a Hugging Face tokenizer, shared by
+every backend that has the model's tokenizer files (in this process or
+beside an endpoint): prompts are built here, with one BOS (SPEC §8), so every
+backend sees the same token ids. A mixin over `self.tokenizer`, which also
+scores continuations through the backend's own `token_logprobs`."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from unlearnbench.models.interface import TokenScores
+
+
+class Tokenization:
+    def encode(self, text: str, *, add_special_tokens: bool) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Token ids of `text` (no special tokens) and each token's character
+        span in it (the fast tokenizer's offset mapping)."""
+        encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return list(encoded["input_ids"]), [tuple(span) for span in encoded["offset_mapping"]]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids` without special tokens."""
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def encode_prompt(self, text: str) -> list[int]:
+        """A prompt's ids with exactly one BOS where the tokenizer adds one (SPEC §8).
+
+        Text from a chat template may already begin with the BOS the template
+        writes (Llama-3.x, Mistral, Gemma); adding the tokenizer's own would
+        give two. Such text is encoded without special tokens; every other
+        prompt with the tokenizer's default (which adds the BOS, if any).
+        """
+        bos = self.tokenizer.bos_token
+        written = bool(bos) and text.startswith(bos) and bool(self._bos())
+        return self.encode(text, add_special_tokens=not written)
+
+    def encode_shared_prefix(self, prefix: str, prompts: Sequence[str]) -> tuple[list[int], list[list[int]]]:
+        """(shared, rests) with shared + rests[i] == encode_prompt(prefix + prompts[i]).
+
+        Encoding the prefix and each prompt apart would change the ids where
+        BPE merges across the boundary ("\n\n" + "Question" is "\n", "\n",
+        "Question" joined): the model must see the joined text's own ids, so
+        only their longest common *token* prefix is shared (and cached), and
+        every row keeps at least one token of its own to predict from.
+        """
+        joined = [self.encode_prompt(prefix + p) for p in prompts]
+        shared = min(len(j) for j in joined) - 1
+        for ids in joined[1:]:
+            shared = next((k for k in range(shared) if ids[k] != joined[0][k]), shared)
+        rests = [ids[shared:] for ids in joined]
+        head = joined[0][:shared]
+        if any(head + rest != ids for rest, ids in zip(rests, joined)):
+            raise AssertionError("shared prefix + rest differs from the joined encoding")
+        return head, rests
+
+    @property
+    def has_chat_template(self) -> bool:
+        from unlearnbench.models.chat import has_chat_template
+
+        return has_chat_template(self.tokenizer)
+
+    def format_chat(self, messages: Sequence[dict], *, add_generation_prompt: bool = True) -> str:
+        from unlearnbench.models.chat import format_chat
+
+        return format_chat(self.tokenizer, messages, add_generation_prompt=add_generation_prompt)
+
+    def score_continuations(
+        self, contexts: Sequence[str], continuations: Sequence[str], *, vocab_stats: bool = False
+    ) -> list[TokenScores]:
+        """Scores of each continuation's tokens given its context.
+
+        Context and continuation are tokenized separately (as lm-evaluation-
+        harness does) so the scored tokens are exactly the continuation's. With
+        an empty context and a tokenizer that adds no BOS, the first token has
+        nothing to condition on and is not scored.
+        """
+        sequences, starts = [], []
+        for context, continuation in zip(contexts, continuations, strict=True):
+            ctx = self.encode_prompt(context) if context else self._bos()
+            cont = self.encode(continuation, add_special_tokens=False)
+            if not cont:
+                raise ValueError(f"empty continuation for context {context[:40]!r}")
+            start = max(len(ctx), 1)
+            sequences.append(ctx + cont)
+            starts.append(start)
+        return self.token_logprobs(sequences, starts, vocab_stats=vocab_stats)
+
+    def _bos(self) -> list[int]:
+        ids = self.tokenizer("", add_special_tokens=True)["input_ids"]
+        return list(ids)
