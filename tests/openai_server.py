@@ -1,0 +1,131 @@
+"""A small OpenAI-compatible server for tests, on 127.0.0.1.
+
+It answers GET /v1/models and POST /v1/completions with the documented
+legacy-completions fields only (prompt as text, token ids or a list of
+either; max_tokens, temperature 0, stop, echo, logprobs), like a vLLM
+server would. Its answers come from a Hugging Face model driven through
+transformers directly (`model.generate` for greedy replies, one forward
+pass per echoed prompt), not through unlearnbench's backend: what the
+endpoint backend computes is checked against an independent path.
+
+`fail_next(status, n)` makes the next n requests answer with an HTTP error
+(retries), `calls` records every request body and its Authorization header.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import torch
+
+
+class CompletionsServer:
+    def __init__(self, model_dir, served_name: str, *, root: str | None = None):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+        self.served_name, self.root = served_name, root or str(model_dir)
+        self.calls: list[dict] = []
+        self._failures: list[int] = []
+        self._lock = threading.Lock()  # one forward pass at a time; requests arrive concurrently
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_args):
+                pass
+
+            def _reply(self, status: int, payload: dict) -> None:
+                body = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):  # noqa: N802 - http.server's name
+                if self.path.rstrip("/") != "/v1/models":
+                    return self._reply(404, {"error": {"message": f"no route {self.path}"}})
+                self._reply(200, {"object": "list", "data": [{"id": server.served_name, "object": "model",
+                                                              "root": server.root, "owned_by": "tests"}]})
+
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.calls.append({"body": body, "authorization": self.headers.get("Authorization")})
+                with server._lock:
+                    failure = server._failures.pop(0) if server._failures else None
+                if failure is not None:
+                    return self._reply(failure, {"error": {"message": f"injected {failure}"}})
+                if self.path.rstrip("/") != "/v1/completions":
+                    return self._reply(404, {"error": {"message": f"no route {self.path}"}})
+                try:
+                    choices = server.complete(body)
+                except ValueError as exc:
+                    return self._reply(400, {"error": {"message": str(exc)}})
+                self._reply(200, {"object": "text_completion", "model": server.served_name, "choices": choices})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def fail_next(self, status: int, n: int = 1) -> None:
+        self._failures += [status] * n
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # ------------------------------------------------------------ completions
+    def _prompts(self, prompt) -> list[list[int]]:
+        if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and isinstance(prompt[0], int)):
+            prompt = [prompt]
+        out = []
+        for p in prompt:
+            # Text is tokenized as servers do, with the tokenizer's special tokens.
+            out.append(self.tokenizer(p)["input_ids"] if isinstance(p, str) else [int(t) for t in p])
+        return out
+
+    def complete(self, body: dict) -> list[dict]:
+        if body.get("model") != self.served_name:
+            raise ValueError(f"model {body.get('model')!r} is not served here")
+        if body.get("temperature", 1) != 0:
+            raise ValueError("this server only decodes greedily (temperature 0)")
+        max_tokens = int(body.get("max_tokens", 16))
+        stops = body.get("stop") or []
+        stops = [stops] if isinstance(stops, str) else list(stops)
+        choices = []
+        for index, ids in enumerate(self._prompts(body["prompt"])):
+            with self._lock, torch.inference_mode():
+                if max_tokens == 0:
+                    if not body.get("echo"):
+                        raise ValueError("max_tokens 0 needs echo")
+                    choices.append({"index": index, "text": self.tokenizer.decode(ids), "finish_reason": "length",
+                                    "logprobs": self._echo(ids, body.get("logprobs"))})
+                    continue
+                text = self._greedy(ids, max_tokens)
+            cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+            choices.append({"index": index, "text": text if cut < 0 else text[:cut], "logprobs": None,
+                            "finish_reason": "stop" if cut >= 0 else "length"})
+        return choices
+
+    def _echo(self, ids: list[int], top: int | None) -> dict:
+        logits = self.model(input_ids=torch.tensor([ids])).logits[0].float()
+        logp = torch.log_softmax(logits, dim=-1)
+        chosen = [None] + [float(logp[t - 1, ids[t]]) for t in range(1, len(ids))]
+        tokens = self.tokenizer.convert_ids_to_tokens(ids)
+        top_lists = [None]
+        for t in range(1, len(ids)):
+            values, indices = logp[t - 1].topk(max(int(top or 0), 1))
+            top_lists.append({self.tokenizer.convert_ids_to_tokens(int(i)): float(v)
+                              for v, i in zip(values, indices)})
+        return {"tokens": tokens, "token_logprobs": chosen, "top_logprobs": top_lists if top else None,
+                "text_offset": [0] * len(ids)}
+
+    def _greedy(self, ids: list[int], max_tokens: int) -> str:
+        out = self.model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                  max_new_tokens=max_tokens, do_sample=False,
+                                  pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
+        return self.tokenizer.decode(out[0, len(ids):], skip_special_tokens=True)
