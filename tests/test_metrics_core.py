@@ -119,7 +119,7 @@ def test_metrics_read_only_the_model_interface():
     import ast
 
     from unlearnbench.models.handle import ModelHandle
-    from unlearnbench.models.interface import ActivationPatching, members
+    from unlearnbench.models.interface import ActivationPatching, LanguageModel, members
 
     allowed = members(ActivationPatching)
     assert {"generate", "token_logprobs", "decode", "span_scores", "fingerprint"} <= allowed
@@ -134,3 +134,45 @@ def test_metrics_read_only_the_model_interface():
     assert len(used) >= 10  # the scan sees the metrics' model calls
     missing = sorted(name for name in allowed if not hasattr(ModelHandle, name) and name not in ("name", "fingerprint"))
     assert not missing, f"ModelHandle lacks {missing}"
+    from unlearnbench.models.endpoint import EndpointModel
+
+    missing = sorted(name for name in members(LanguageModel) - {"name", "fingerprint"} if not hasattr(EndpointModel, name))
+    assert not missing, f"EndpointModel lacks {missing}"
+    assert not hasattr(EndpointModel, "span_scores")  # UDS sees an endpoint as lacking the capability
+
+
+# What runs a model: the metrics must not depend on any of it.
+BACKEND_MODULES = ("unlearnbench.backends", "unlearnbench.session", "unlearnbench.plugin", "unlearnbench.models.")
+ALLOWED_MODEL_MODULES = ("unlearnbench.models.interface",)
+
+
+def test_metrics_import_no_backend_module():
+    """Issue 15: no metrics module imports a backend module anywhere in its
+    code (the AST, function-level imports included), and importing every
+    metrics module loads no backend module, torch or transformers (a fresh
+    interpreter's sys.modules)."""
+    import ast
+    import subprocess
+    import sys
+
+    def is_backend(module: str) -> bool:
+        return module.startswith(BACKEND_MODULES) and module not in ALLOWED_MODEL_MODULES
+
+    metrics = Path(__file__).resolve().parents[1] / "unlearnbench" / "metrics"
+    names = sorted(f"unlearnbench.metrics.{m.stem}" for m in metrics.glob("*.py") if m.stem != "__init__")
+    imported = {}
+    for module in sorted(metrics.glob("*.py")):
+        for node in ast.walk(ast.parse(module.read_text())):
+            targets = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                       [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for target in targets:
+                imported.setdefault(target, f"{module.name}:{node.lineno}")
+    assert "unlearnbench.models.interface" in imported or any(t.startswith("unlearnbench.metrics") for t in imported)
+    direct = {t: where for t, where in imported.items() if is_backend(t) or t.split(".")[0] in ("torch", "pytest")}
+    assert not direct, f"metrics import backend modules: {direct}"
+    code = (f"import sys\nfor m in {names!r}: __import__(m)\n"
+            "print('\\n'.join(sorted(sys.modules)))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert "unlearnbench.metrics.dusk" in loaded  # the probe imported the metrics
+    leaked = [m for m in loaded if is_backend(m) or m.split(".")[0] in ("torch", "transformers", "pytest")]
+    assert not leaked, f"importing the metrics loads {leaked}"
