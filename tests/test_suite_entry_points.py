@@ -1,11 +1,13 @@
 """Issue 15: a suite from another package, registered through the
-`unlearnbench.suites` entry-point group, runs like a built-in one.
+`unlearnbench.suites` entry-point group, runs like a built-in one; so does a
+backend registered through `unlearnbench.backends`.
 
 The package is built and installed (pip, offline, into a temporary folder put
 on PYTHONPATH) by the test; the suite's test module and thresholds YAML live
 in the project, as ours do. Files a new suite needs: its package module (spec,
 loader, evaluator) and its registration, the test module's one marker line,
-and the YAML.
+and the YAML. A new backend: its module (the Backend and its functions) and
+its registration.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ PACKAGE = '''
 """A third-party unlearnbench suite: how fluent is the model on a few plain texts?"""
 from dataclasses import dataclass
 
+from unlearnbench.backends import Backend
 from unlearnbench.suites import SuiteSpec
 
 SPEC = SuiteSpec(name="fluency", metrics=("text_logprob",), loader="ub_fluency:load",
@@ -42,7 +45,7 @@ def load(source, options):
     return Texts(texts=data.texts, fingerprint=data.fingerprint, source=data.source)
 
 
-def evaluate(handle, data, context):
+def evaluate(handle, data, refs=None):
     from unlearnbench.metrics.core import mean_result
 
     ids = list(data.texts)
@@ -50,6 +53,30 @@ def evaluate(handle, data, context):
     result = mean_result("text_logprob", {i: float(s.logprobs.mean()) for i, s in zip(ids, scores)},
                          higher_is_better=True)
     return {"text_logprob": result}
+
+
+# A backend serving `mirror:PATH`: the Hugging Face weights at PATH, reached
+# through a prefix of its own (a real one would talk to its own runtime).
+def load_mirror(source, *, name, settings):
+    from unlearnbench.models.handle import load_backend
+
+    return load_backend(source.removeprefix("mirror:"), name=name, settings=settings)
+
+
+def check_mirror(source, *, name, settings):
+    from unlearnbench.models.checkpoint import check_source
+
+    check_source(source.removeprefix("mirror:"), name=name, settings=settings)
+
+
+def fingerprint_mirror(source, *, name, settings):
+    from unlearnbench.models.checkpoint import source_fingerprint
+
+    return source_fingerprint(source.removeprefix("mirror:"), name=name, settings=settings)
+
+
+BACKEND = Backend("mirror", load="ub_fluency:load_mirror", check="ub_fluency:check_mirror",
+                  fingerprint="ub_fluency:fingerprint_mirror")
 '''
 
 GATE = '''suite: fluency
@@ -62,13 +89,14 @@ checks:
 '''
 
 
-def install(tmp_path: Path, name: str, module: str, entry_points: dict[str, str]) -> Path:
+def install(tmp_path: Path, name: str, module: str, entry_points: dict[str, dict[str, str]]) -> Path:
     """Build and install a package (no index, no build isolation) into a
     folder of its own; returns the folder to put on PYTHONPATH."""
     source = tmp_path / f"{name}-src"
     source.mkdir()
     (source / "ub_fluency.py").write_text(module)
-    points = "\n".join(f'{k} = "{v}"' for k, v in entry_points.items())
+    points = "\n".join(f'[project.entry-points."{group}"]\n' + "\n".join(f'{k} = "{v}"' for k, v in named.items())
+                       for group, named in entry_points.items())
     (source / "pyproject.toml").write_text(textwrap.dedent(f'''\
         [build-system]
         requires = ["setuptools>=68"]
@@ -81,7 +109,6 @@ def install(tmp_path: Path, name: str, module: str, entry_points: dict[str, str]
         [tool.setuptools]
         py-modules = ["ub_fluency"]
 
-        [project.entry-points."unlearnbench.suites"]
         ''') + points + "\n")
     target = tmp_path / f"{name}-site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
@@ -108,8 +135,10 @@ def run(project: Path, site: Path, *args) -> subprocess.CompletedProcess:
 
 def test_an_installed_third_party_suite_runs_and_its_gate_separates(project, tmp_path, cache_dir, smoke_lm_dir,
                                                                   smoke_untrained_dir):
-    site = install(tmp_path, "unlearnbench-fluency", PACKAGE, {"fluency": "ub_fluency:SPEC"})
-    result = run(project, site, "--model", f"lm={smoke_lm_dir}", "--model", f"untrained={smoke_untrained_dir}",
+    site = install(tmp_path, "unlearnbench-fluency", PACKAGE, {"unlearnbench.suites": {"fluency": "ub_fluency:SPEC"},
+                                                               "unlearnbench.backends": {"mirror": "ub_fluency:BACKEND"}})
+    # The trained model through the package's backend, the untrained one through ours.
+    result = run(project, site, "--model", f"lm=mirror:{smoke_lm_dir}", "--model", f"untrained={smoke_untrained_dir}",
                  "--cache-dir", str(cache_dir), "--report-dir", str(tmp_path / "reports"))
     assert "test_fluent_on_plain_texts[lm] PASSED" in result.stdout, result.stdout[-3000:] + result.stderr[-2000:]
     assert "test_fluent_on_plain_texts[untrained] FAILED" in result.stdout
@@ -118,9 +147,15 @@ def test_an_installed_third_party_suite_runs_and_its_gate_separates(project, tmp
 
 def test_a_broken_suite_entry_point_is_one_line_naming_the_package(project, tmp_path, smoke_lm_dir):
     module = "SPEC = 'not a suite spec'\n"
-    site = install(tmp_path, "unlearnbench-broken", module, {"fluency": "ub_fluency:SPEC"})
+    site = install(tmp_path, "unlearnbench-broken", module, {"unlearnbench.suites": {"fluency": "ub_fluency:SPEC"}})
     result = run(project, site, "--model", str(smoke_lm_dir))
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     assert ("ERROR: suite entry point fluency = 'ub_fluency:SPEC' (package unlearnbench-broken): expected a "
             "unlearnbench.suites.SuiteSpec, got str") in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+    module = "BACKEND = 'not a backend'\n"
+    site = install(tmp_path, "unlearnbench-badbackend", module, {"unlearnbench.backends": {"x": "ub_fluency:BACKEND"}})
+    result = run(project, site, "--model", str(smoke_lm_dir))
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
+    assert ("ERROR: backend entry point x = 'ub_fluency:BACKEND' (package unlearnbench-badbackend): expected a "
+            "unlearnbench.backends.Backend, got str") in result.stderr

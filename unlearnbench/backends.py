@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from unlearnbench.registry import installed
+from unlearnbench.registry import Registry
 
 ENTRY_POINT_GROUP = "unlearnbench.backends"
 DEFAULT_BACKEND = "hf"
@@ -76,8 +76,7 @@ BUILTIN_BACKENDS: dict[str, Backend] = {
     )
 }
 
-_INSTALLED, BACKEND_PROBLEMS = installed(ENTRY_POINT_GROUP, Backend, BUILTIN_BACKENDS)
-BACKENDS: dict[str, Backend] = {**BUILTIN_BACKENDS, **_INSTALLED}
+BACKENDS: Registry[Backend] = Registry(ENTRY_POINT_GROUP, Backend, BUILTIN_BACKENDS)
 
 
 def backend_for(source: str) -> Backend:

@@ -127,12 +127,12 @@ def _validate_inputs(config: pytest.Config) -> None:
     from unlearnbench.errors import UnlearnbenchError
     from unlearnbench.models.checkpoint import CheckpointSpec, discover, split_name
     from unlearnbench.report.baseline import RegressionRule
-    from unlearnbench.backends import BACKEND_PROBLEMS
-    from unlearnbench.suites import SUITE_PROBLEMS, SUITES
+    from unlearnbench.backends import BACKENDS
+    from unlearnbench.suites import SUITES
 
     try:
-        if SUITE_PROBLEMS or BACKEND_PROBLEMS:
-            raise UnlearnbenchError([*SUITE_PROBLEMS, *BACKEND_PROBLEMS][0])
+        if SUITES.problems or BACKENDS.problems:
+            raise UnlearnbenchError([*SUITES.problems, *BACKENDS.problems][0])
         for entry in config.getoption("model"):
             CheckpointSpec.parse(entry)
         for directory in config.getoption("model_dir"):

@@ -4,13 +4,47 @@ One reader for every group: each entry point must name an object of the
 group's type whose `name` equals the entry point's and is not taken yet.
 Anything else becomes one message naming the entry point and its package,
 which the plugin reports as a usage error before any model loads.
+
+A `Registry` reads its entry points on first use, not at import: a package
+whose module defines both a suite and a backend imports our registries while
+one of them is loading it.
 """
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Iterator, Mapping
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+
+class Registry(Mapping, Generic[T]):
+    """The built-in entries, then the installed ones (read once, on first use)."""
+
+    def __init__(self, group: str, kind: type[T], builtin: dict[str, T]):
+        self.group, self.kind, self.builtin = group, kind, builtin
+        self._entries: dict[str, T] | None = None
+        self._problems: list[str] = []
+
+    def _loaded(self) -> dict[str, T]:
+        if self._entries is None:
+            found, self._problems = installed(self.group, self.kind, self.builtin)
+            self._entries = {**self.builtin, **found}
+        return self._entries
+
+    @property
+    def problems(self) -> list[str]:
+        self._loaded()
+        return self._problems
+
+    def __getitem__(self, name: str) -> T:
+        return self._loaded()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
 
 
 def installed(group: str, kind: type[T], builtin: dict[str, T]) -> tuple[dict[str, T], list[str]]:

@@ -15,7 +15,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from unlearnbench.registry import installed
+from unlearnbench.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -164,5 +164,4 @@ BUILTIN_SUITES: dict[str, SuiteSpec] = {
 }
 
 
-_INSTALLED, SUITE_PROBLEMS = installed(ENTRY_POINT_GROUP, SuiteSpec, BUILTIN_SUITES)
-SUITES: dict[str, SuiteSpec] = {**BUILTIN_SUITES, **_INSTALLED}
+SUITES: Registry[SuiteSpec] = Registry(ENTRY_POINT_GROUP, SuiteSpec, BUILTIN_SUITES)
