@@ -192,3 +192,27 @@ def test_the_command_line_runs_a_suite_on_an_endpoint_model(ga_server, zoo_famil
     bad = subprocess.run([*common, "--model", f"ga=openai:{ga_server.url}#zoo-ga", "--tokenizer", "gb=/nowhere"],
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert bad.returncode == 4 and "--tokenizer names a model this run does not have" in bad.stderr + bad.stdout
+
+
+@pytest.mark.real_model
+def test_smollm2_with_its_chat_template_gives_the_same_honesty_metrics_through_the_endpoint(smollm2, smollm2_dir,
+                                                                                          real_dusk):
+    """A real model and its chat template: the prompts are built here from the
+    tokenizer files, so the server sees the in-process ids."""
+    from unlearnbench.data import honesty as honesty_data
+    from unlearnbench.metrics import honesty
+
+    server = CompletionsServer(smollm2_dir, "HuggingFaceTB/SmolLM2-135M-Instruct")
+    try:
+        remote = endpoint(server, name="smol", tokenizer=smollm2_dir, concurrency=4)
+        data = honesty_data.load(real_dusk, {"max_items": "4"})
+        local, through = honesty.evaluate(smollm2, data), honesty.evaluate(remote, data)
+    finally:
+        server.close()
+    assert through["forget_leak_rate"].params["dialogue"] == "chat template"
+    assert isinstance(through["first_token_entropy"], Unavailable)
+    for name, mine in local.items():
+        if name == "first_token_entropy" or isinstance(mine, Unavailable):
+            continue
+        assert through[name].value == pytest.approx(mine.value, abs=LOGPROB_TOLERANCE), name
+    assert through["forget_refusal_rate"].details["items"] == local["forget_refusal_rate"].details["items"]
