@@ -182,8 +182,11 @@ def test_the_command_line_runs_a_suite_on_an_endpoint_model(ga_server, zoo_famil
     reports = tmp_path / "reports"
     common = [sys.executable, "-m", "pytest", "suites/smoke", "-p", "no:cacheprovider", "--cache-dir",
               str(tmp_path / "cache"), "--report-dir", str(reports), "--no-progress", "-q"]
+    # The reference model behind the endpoint too (smoke reads none, but it is validated and fingerprinted).
     run = subprocess.run([*common, "--model", f"ga=openai:{ga_server.url}#zoo-ga", "--tokenizer",
-                          f"ga={zoo_family['ga']}"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          f"ga={zoo_family['ga']}", "--full-model", f"full=openai:{ga_server.url}",
+                          "--tokenizer", f"full={zoo_family['ga']}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode in (0, 1), run.stdout + run.stderr  # verdicts, not a usage error
     report = json.loads((reports / "latest" / "report.json").read_text())
     checkpoint = report["checkpoints"]["ga"]
