@@ -119,3 +119,11 @@ def test_suite_registry_literals_match_their_sources():
     assert SUITES["honesty"].options == tuple(honesty.DEFAULT_PARAMS)
     assert SUITES["honesty"].default_checkpoints == SUITES["conceptguard"].default_checkpoints == zoo.FAMILY
     assert SUITES["conceptguard"].options == tuple(conceptguard.DEFAULT_PARAMS)
+    from unlearnbench import attacks
+    from unlearnbench.data import robustness as robustness_data
+    from unlearnbench.metrics import robustness
+
+    assert SUITES["robustness"].options == tuple(robustness_data.DEFAULT_PARAMS)
+    assert SUITES["robustness"].metrics == robustness.METRICS
+    assert set(SUITES["robustness"].default_checkpoints) <= set(zoo.RECIPES)
+    assert len(robustness.METRICS) == len(robustness_data.PROBES) * (1 + 2 * len(attacks.ATTACKS))

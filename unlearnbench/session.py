@@ -5,10 +5,12 @@ or the CLI can too (nothing here imports pytest).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from unlearnbench import progress
 from unlearnbench.backends import LoadSettings, backend_for
@@ -170,6 +172,29 @@ class Bench:
             self._handles[path] = backend_for(path).load_model(path, name=spec.name, settings=self.load_settings)
         return self._handles[path]
 
+    @contextlib.contextmanager
+    def attacked(self, model, attack) -> Iterator:
+        """The attacked copy of a loaded model (attacks.py), built once into
+        the cache and released when the caller is done with it."""
+        from unlearnbench import attacks
+        from unlearnbench.cache import file_lock
+        from unlearnbench.models.checkpoint import resolve
+
+        path = next((p for p, loaded in self._handles.items() if loaded is model), None)
+        if path is None or not backend_for(path).local_weights:
+            raise MissingCapability(f"{model.name}: an attack transforms the weights, which its backend does not "
+                                    "hold in this process")
+        out = attacks.attacked_dir(self.options.cache_dir, model.fingerprint, attack)
+        with file_lock(out.with_name(out.name + ".lock")), progress.step(f"{model.name}: {attack.name} attack"):
+            attacks.build(resolve(path), out, attack)
+        spec = CheckpointSpec(name=f"{model.name}+{attack.name}", source=str(out))
+        handle = self.handle(spec)
+        try:
+            yield handle
+        finally:
+            self._handles.pop(self._spec_path(spec), None)
+            handle.release()
+
     def helper_model(self, source: str):
         """A model a metric uses as a tool (an `hf:` judge), loaded once per process."""
         return self.handle(CheckpointSpec(name="judge", source=judge_source(source)))
@@ -305,7 +330,8 @@ class Bench:
         refs = References(
             full=Deferred(lambda: self.reference("full", suite)),
             retain=Deferred(lambda: self.reference("retain", suite)),
-            memo=SuiteMemo(self.cache, suite, data.fingerprint, spec.version), load_model=self.helper_model)
+            memo=SuiteMemo(self.cache, suite, data.fingerprint, spec.version), load_model=self.helper_model,
+            attacked=self.attacked)
         with progress.step(f"{handle.name}: {suite} suite"), seeded(self.options.seed):
             try:
                 metrics = spec.evaluate(handle, data, refs)

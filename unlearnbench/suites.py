@@ -87,6 +87,13 @@ HONESTY_UNIT_METRICS = ("forget_leak_rate", "forget_refusal_rate", "forget_hallu
 CONCEPTGUARD_UNIT_METRICS = ("harm_mem", "help_ret", "harm_qa", "help_qa", "judge_failure_rate")
 CONCEPTGUARD_OPTIONS = ("prefix_tokens", "max_new_tokens", "reference_tokens", "judge", "judge_model", "embedder")
 
+ROBUSTNESS_PROBES = ("ufk", "leak", "uds")  # data.robustness.PROBES
+ROBUSTNESS_ATTACKS = ("quant4", "quant8", "relearn")  # attacks.ATTACKS
+ROBUSTNESS_METRICS = tuple(f"{probe}_{what}" for probe in ROBUSTNESS_PROBES for what in (
+    "before", *(f"{kind}_{attack}" for attack in ROBUSTNESS_ATTACKS for kind in ("after", "recovery"))))
+ROBUSTNESS_OPTIONS = ("attacks", "probes", "relearn_set", "relearn_steps", "relearn_learning_rate", "relearn_rank",
+                      "relearn_seed", "uds_max_items")
+
 ENTRY_POINT_GROUP = "unlearnbench.suites"
 
 BUILTIN_SUITES: dict[str, SuiteSpec] = {
@@ -159,6 +166,18 @@ BUILTIN_SUITES: dict[str, SuiteSpec] = {
             options=CONCEPTGUARD_OPTIONS,
             scales=(*((m, *UNIT) for m in CONCEPTGUARD_UNIT_METRICS), ("ctxt_sep", -1.0, 1.0),
                     ("ctxt_sep_macro", -1.0, 1.0), ("rouge_sep", -1.0, 1.0)),
+        ),
+        SuiteSpec(
+            name="robustness",
+            metrics=ROBUSTNESS_METRICS,
+            loader="unlearnbench.data.robustness:load",
+            evaluator="unlearnbench.metrics.robustness:evaluate",
+            version=1,
+            default_checkpoints=("retain", "shallow", "ga", "npo"),
+            default_references=(("full", "full"), ("retain", "retain")),
+            default_data="zoo",
+            options=ROBUSTNESS_OPTIONS,
+            scales=tuple((m, *(UNIT if "recovery" not in m else (-1.0, 1.0))) for m in ROBUSTNESS_METRICS),
         ),
     )
 }

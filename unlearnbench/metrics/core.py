@@ -182,14 +182,17 @@ class References:
     """What a suite's evaluator receives besides the model under test and the
     data: the run's reference models (None where the run has none; a
     `Deferred` one loads on first use, so an evaluator that needs none loads
-    none), the memo for work on them, and a loader of helper models (an `hf:`
-    judge) that the session owns, so metric code loads no model itself."""
+    none), the memo for work on them, a loader of helper models (an `hf:`
+    judge) and the attacked copy of a model (robustness), both owned by the
+    session, so metric code loads no model itself."""
 
     def __init__(self, *, full: Any = None, retain: Any = None, memo: ReferenceMemo | None = None,
-                 load_model: Callable[[str], Any] | None = None):
+                 load_model: Callable[[str], Any] | None = None, attacked: Callable | None = None):
         self._models = {"full": full, "retain": retain}
         self.memo = memo if memo is not None else NoMemo()
         self.load_model = load_model  # checkpoint path or Hub id -> LanguageModel
+        # attacked(model, attacks.Attack) -> a context manager holding the attacked model (robustness)
+        self.attacked = attacked
 
     def _model(self, role: str):
         if isinstance(self._models[role], Deferred):

@@ -1,0 +1,146 @@
+"""Robustness probes (issue 16, SPEC §9): the attacks against hand-worked
+quantization and the published NF4 code book, relearning determinism, the
+zoo gate separating a shallow unlearning from retain, and bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from unlearnbench import attacks
+from unlearnbench.data import robustness as rb_data
+from unlearnbench.errors import DataError
+from unlearnbench.models.checkpoint import resolve
+
+# The NF4 code book as published with QLoRA (Dettmers et al. 2023, appendix E).
+NF4_CODE_BOOK = (-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
+                 -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
+                 0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
+                 0.7229568362236023, 1.0)
+
+
+def nf4_by_hand(weight: torch.Tensor) -> torch.Tensor:
+    """Blocks of 64 in row-major order, each scaled by its absmax and every
+    value replaced by the nearest code of the book, scaled back."""
+    flat = weight.flatten().double()
+    book = torch.tensor(NF4_CODE_BOOK, dtype=torch.float64)
+    out = torch.empty_like(flat)
+    for start in range(0, flat.numel(), 64):
+        block = flat[start: start + 64]
+        absmax = block.abs().max()
+        codes = book[(block[:, None] / absmax - book[None]).abs().argmin(-1)]
+        out[start: start + 64] = codes * absmax
+    return out.reshape(weight.shape).float()
+
+
+def test_quant4_equals_the_published_nf4_code_book_by_hand():
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(8, 128, generator=generator) * 0.05
+    exact = attacks.nf4_roundtrip(weight, double_quant=False)
+    torch.testing.assert_close(exact, nf4_by_hand(weight), atol=1e-6, rtol=0)
+    # The study's setting also quantizes the block scales (8-bit): the same
+    # codes, scales off by a fraction of a percent.
+    doubled = attacks.nf4_roundtrip(weight)
+    assert (doubled - exact).abs().max() < 0.01 * weight.abs().max()
+    assert not torch.equal(exact, weight)
+
+
+def test_quant8_is_row_wise_absmax_int8_by_hand():
+    generator = torch.Generator().manual_seed(1)
+    weight = torch.randn(16, 96, generator=generator) * 0.05
+    half = weight.half().float()  # LLM.int8() quantizes float16 weights
+    absmax = half.abs().amax(dim=1, keepdim=True)
+    by_hand = torch.round(half / absmax * 127) * absmax / 127
+    torch.testing.assert_close(attacks.int8_roundtrip(weight), by_hand, atol=1e-6, rtol=0)
+
+
+def test_quant4_quantizes_every_linear_layer_but_the_output_head(zoo_family, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    out = attacks.build(resolve(str(zoo_family["full"])), tmp_path / "q4", attacks.Attack("quant4"))
+    before = AutoModelForCausalLM.from_pretrained(str(zoo_family["full"]))
+    after = AutoModelForCausalLM.from_pretrained(str(out))
+    changed = {name for name, p in after.named_parameters() if not torch.equal(p, before.get_parameter(name))}
+    linears = {f"{n}.weight" for n, m in before.named_modules()
+               if isinstance(m, torch.nn.Linear) and m is not before.get_output_embeddings()}
+    assert changed == linears
+    for name in linears:  # each block of 64 holds at most 16 distinct values (codes x one scale)
+        blocks = after.get_parameter(name).detach().flatten().reshape(-1, 64)
+        assert max(len(torch.unique(b)) for b in blocks) <= 16
+
+
+def test_relearning_is_seeded_and_trains_on_the_relearning_set(zoo_family, tmp_path, cache_dir):
+    from safetensors.torch import load_file
+
+    from unlearnbench.fixtures import zoo
+
+    data = rb_data.load(zoo.data_dir(cache_dir), {"relearn_steps": "3"})
+    attack = attacks.Attack("relearn", {"steps": 3, "seed": 0}, texts=data.relearn_texts)
+    source = resolve(str(zoo_family["ga"]))
+    first = load_file(attacks.build(source, tmp_path / "a", attack) / "model.safetensors")
+    second = load_file(attacks.build(source, tmp_path / "b", attack) / "model.safetensors")
+    original = load_file(Path(zoo_family["ga"]) / "model.safetensors")
+    assert first.keys() == second.keys() == original.keys()  # LoRA merged back: a plain checkpoint
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    assert any(not torch.equal(first[k], original[k]) for k in first)
+    # The relearning set holds the forget questions, never with their own answers.
+    for item in data.dusk.qa["unique_forget"]:
+        own = rb_data.dusk_qa(item.question, item.answer)
+        assert own not in data.relearn_texts
+        assert any(text.startswith(f"Question: {item.question}\n") for text in data.relearn_texts)
+
+
+@pytest.mark.parametrize("options,problem", [
+    ({"attacks": "quant4,quant2"}, "expected a comma-separated list of quant4, quant8, relearn"),
+    ({"probes": "ufk,mmlu"}, "expected a comma-separated list of ufk, leak, uds"),
+    ({"relearn_set": "forget"}, "expected one of forget_questions, retain"),
+    ({"relearn_steps": "many"}, "'relearn_steps' must be int"),
+])
+def test_bad_robustness_options_are_one_data_error(options, problem, cache_dir):
+    from unlearnbench.fixtures import zoo
+
+    with pytest.raises(DataError, match=problem):
+        rb_data.load(zoo.data_dir(cache_dir), options)
+
+
+def test_a_missing_attack_library_is_named_before_any_model_loads(monkeypatch, cache_dir):
+    import importlib.util
+
+    from unlearnbench.fixtures import zoo
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "peft" else real(name, *a))
+    with pytest.raises(DataError, match="attack 'relearn' needs peft, which is not installed"):
+        rb_data.load(zoo.data_dir(cache_dir))
+    rb_data.load(zoo.data_dir(cache_dir), {"attacks": "quant4"})  # the other attacks still run
+
+
+def test_an_empty_relearning_set_is_refused(tmp_path, cache_dir):
+    import shutil
+
+    from unlearnbench.fixtures import zoo
+
+    data = tmp_path / "data"
+    shutil.copytree(zoo.data_dir(cache_dir), data)
+    forget_qa = data / "dusk" / "eval" / "SpecificForgetQA.jsonl"
+    forget_qa.write_text(forget_qa.read_text().splitlines()[0] + "\n")  # one question: no other answer to pair
+    with pytest.raises(DataError, match="relearning set .* is empty"):
+        rb_data.load(data)
+
+
+def test_the_zoo_gate_fails_the_shallow_unlearning_and_passes_retain(zoo_gate):
+    gate = zoo_gate("robustness")
+    shallow, retain = gate.verdicts("shallow"), gate.verdicts("retain")
+    assert shallow["forget_knowledge_stays_gone_after_quant4"] == "fail"
+    assert retain["forget_knowledge_stays_gone_after_quant4"] == "pass"
+    assert set(retain.values()) == {"pass"}
+    metrics = {name: gate.metrics(name) for name in ("shallow", "retain", "ga")}
+    # Before the attack the shallow checkpoint looks forgotten; quant4 maps it back.
+    assert metrics["shallow"]["ufk_before"].value < 0.3 < 0.9 < metrics["shallow"]["ufk_after_quant4"].value
+    assert metrics["shallow"]["ufk_recovery_quant4"].value > 0.6
+    # Relearning brings back more for GA-style unlearning than for retain.
+    assert metrics["shallow"]["ufk_recovery_relearn"].value > metrics["retain"]["ufk_recovery_relearn"].value + 0.2
+    # UDS sees what the outputs hide: the shallow checkpoint's knowledge is still in its internals.
+    assert metrics["shallow"]["uds_before"].value < 0.5 < metrics["retain"]["uds_before"].value

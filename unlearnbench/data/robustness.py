@@ -1,0 +1,96 @@
+"""Data of the robustness suite (SPEC §9): the probes' data (DUSK's QA sets,
+honesty's forget questions, UDS items, all from the same source), the
+attacks to run and the relearning set.
+
+The relearning set is not the forget text (`relearn_set`):
+- `forget_questions` (default): each unique-forget question paired with the
+  answer of another one (a fixed rotation), so the attack sees the forget
+  questions' wording, never their answers;
+- `retain`: the retain documents and the unique-retain and shared QA pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from unlearnbench.data import dusk, honesty, uds
+from unlearnbench.data.jsonl import merge_params, params_digest
+from unlearnbench.errors import DataError, UnlearnbenchError
+
+RELEARN_SETS = ("forget_questions", "retain")
+PROBES = ("ufk", "leak", "uds")
+DEFAULT_PARAMS = {
+    "attacks": "quant4,quant8,relearn",
+    "probes": "ufk,leak,uds",  # ufk: DUSK unique-forget ROUGE-L recall; leak: honesty leak rate; uds: UDS
+    "relearn_set": "forget_questions",
+    "relearn_steps": 20,
+    "relearn_learning_rate": 1e-3,
+    "relearn_rank": 8,
+    "relearn_seed": 0,
+    "uds_max_items": 0,  # 0 = every UDS item
+}
+
+
+@dataclass(frozen=True)
+class RobustnessData:
+    dusk: dusk.DuskData
+    honesty: honesty.HonestyData
+    uds: uds.UDSData | None  # None when the probes leave UDS out
+    attacks: tuple[str, ...]
+    probes: tuple[str, ...]
+    relearn_texts: tuple[str, ...]
+    params: dict
+    fingerprint: str
+    source: str
+
+
+def _names(value: str, known: tuple[str, ...], what: str, source) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise DataError(source, f"--suite-option robustness.{what}={value!r}: expected a comma-separated list of "
+                                f"{', '.join(known)}")
+    return names
+
+
+def relearning_texts(data: dusk.DuskData, which: str) -> tuple[str, ...]:
+    if which == "forget_questions":
+        items = data.qa["unique_forget"]
+        answers = [q.answer for q in items[1:] + items[:1]]  # never an item's own answer (with >= 2 items)
+        return tuple(dusk_qa(q.question, a) for q, a in zip(items, answers) if a != q.answer)
+    retain = [q for name in ("unique_retain", "shared") for q in data.qa[name]]
+    return tuple(data.retain_texts + [dusk_qa(q.question, q.answer) for q in retain])
+
+
+def dusk_qa(question: str, answer: str) -> str:
+    return f"Question: {question}\nAnswer: {answer}"
+
+
+def load(source: str | Path | None, options: dict | None = None) -> RobustnessData:
+    if source is None:
+        raise DataError("robustness", "no data: pass --data-dir robustness=DIR (a DUSK layout with honesty and UDS "
+                                      "items, such as the zoo's data folder)")
+    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], source, "robustness")
+    from unlearnbench import attacks
+
+    names = _names(params["attacks"], attacks.ATTACKS, "attacks", source)
+    probes = _names(params["probes"], PROBES, "probes", source)
+    if params["relearn_set"] not in RELEARN_SETS:
+        raise DataError(source, f"--suite-option robustness.relearn_set={params['relearn_set']!r}: expected one of "
+                                f"{', '.join(RELEARN_SETS)}")
+    try:
+        attacks.check_available(names)
+    except UnlearnbenchError as exc:
+        raise DataError(source, str(exc)) from None
+    dusk_data = dusk.load(source)
+    texts = relearning_texts(dusk_data, params["relearn_set"]) if "relearn" in names else ()
+    if "relearn" in names and not texts:
+        raise DataError(source, f"the relearning set ({params['relearn_set']}) is empty: the relearn attack has "
+                                "nothing to train on")
+    uds_data = uds.load(source, {"max_items": params["uds_max_items"]}) if "uds" in probes else None
+    honesty_data = honesty.load(source)
+    parts = [dusk_data.fingerprint, honesty_data.fingerprint, uds_data.fingerprint if uds_data else "",
+             params_digest(params)]
+    return RobustnessData(dusk=dusk_data, honesty=honesty_data, uds=uds_data, attacks=names, probes=probes,
+                          relearn_texts=texts, params=params, fingerprint="-".join(parts), source=str(source))
