@@ -55,9 +55,9 @@ def test_report_renders_with_every_plot_and_no_network(chromium, zoo_report):
         page = browser.new_page(viewport={"width": 1400, "height": 2400})
         page.on("request", lambda request: requests.append(request.url))
         page.goto(zoo_report.as_uri())
-        # header + the 8 unlearning-family checkpoints + the smoke suite's 2
-        assert page.locator("#summary-matrix tr").count() == 1 + 10
-        assert page.locator("#leaderboard tr").count() == 1 + 10
+        # header + the 8 unlearning-family checkpoints + robustness's shallow + the smoke suite's 2
+        assert page.locator("#summary-matrix tr").count() == 1 + 11
+        assert page.locator("#leaderboard tr").count() == 1 + 11
         for plot in PLOTS:
             assert page.locator(f'figure.plot[data-plot="{plot}"] svg').count() == 1, plot
         assert page.locator("tr.item.bad").count() > 0 and page.locator("tr.item:not(.bad)").count() > 0
