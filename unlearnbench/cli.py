@@ -105,6 +105,31 @@ def _sweep(args: argparse.Namespace) -> int:
     return status
 
 
+def _meta_eval(args: argparse.Namespace) -> int:
+    """Labels first (a bad file stops before any model runs), then the report
+    (given, or a `pytest suites` run here), then the table, JSON and page."""
+    import subprocess
+    import time
+
+    from unlearnbench import meta_eval
+    from unlearnbench.report.schema import load_report
+
+    labels = meta_eval.Labels.load(args.labels)
+    out = args.output or Path("reports") / f"meta-eval-{time.strftime('%Y%m%d-%H%M%S')}"
+    if args.report is None:
+        pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+        run = subprocess.run([sys.executable, "-m", "pytest", *(pytest_args or ["suites"]), "-p", "no:cacheprovider",
+                              "--report-dir", str(out / "run")])
+        if run.returncode not in (0, 1):  # 1: some gate failed, which meta-evaluation expects
+            raise UnlearnbenchError(f"the pytest run for meta-evaluation exited with {run.returncode}")
+        args.report = out / "run" / "latest" / "report.json"
+    result = meta_eval.meta_evaluate(load_report(args.report), labels)
+    print(meta_eval.table(result))
+    json_path, html_path = meta_eval.write(result, out)
+    print(f"meta-evaluation: {json_path}\nHTML: {html_path}")
+    return 0
+
+
 def _html(args: argparse.Namespace) -> int:
     from unlearnbench.atomic import atomic_write_text
     from unlearnbench.report.html import render
@@ -173,6 +198,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="Ray GPUs each task asks for (default: 1 where the cluster has GPUs, else 0)")
     sweep.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then the pytest run's arguments")
     sweep.set_defaults(run=_sweep)
+
+    meta = sub.add_parser("meta-eval", help="which metric deserves trust: faithfulness AUC and robustness R, Q, HM",
+                          description="unlearnbench meta-eval [--report REPORT.json] [--labels FILE.yaml] [-o DIR] "
+                                      "[-- PYTEST_ARGS...]: without --report, runs `pytest suites` (or PYTEST_ARGS) "
+                                      "first; without --labels, the zoo's labels")
+    meta.add_argument("--report", type=Path, default=None, help="an existing report.json to meta-evaluate")
+    meta.add_argument("--labels", type=Path, default=None,
+                      help="YAML: knows: [checkpoints that know the forget set], never_saw: [...], retain: NAME")
+    meta.add_argument("-o", "--output", type=Path, default=None, help="default: reports/meta-eval-<time>/")
+    meta.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then the pytest run's arguments")
+    meta.set_defaults(run=_meta_eval)
 
     html_cmd = sub.add_parser("html", help="(re)render a report.json as its self-contained HTML page")
     html_cmd.add_argument("report", type=Path)

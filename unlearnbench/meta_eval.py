@@ -1,0 +1,212 @@
+"""Meta-evaluation: which metric deserves trust? (SPEC §9; OpenUnlearning,
+NeurIPS 2025, §4.2)
+
+From one report (a `pytest suites` run) and labels (checkpoints that *know*
+the forget set, and ones that *never saw* it):
+- faithfulness of each metric: the AUC-ROC separating `knows` from
+  `never_saw`, the metric oriented "higher = more forget knowledge" (a metric
+  whose `higher_is_better` is true is negated; UDS thus enters as 1 - UDS),
+  with a bootstrap CI over the checkpoints;
+- robustness of each metric the robustness suite measures after its attacks
+  (ufk, leak, uds), over the unlearned checkpoints u (every checkpoint of the
+  robustness run but the retain model and those labelled never_saw):
+  relearning R_u = min(Δ_retain / Δ_u, 1) with Δ = m_before - m_after_relearn,
+  quantization Q_u = min(m_after_quant4 / m_before, 1), each the mean over u
+  where defined (Δ_u ≠ 0, m_before > 0), and HM(R, Q). These are the
+  definitions as the UDS repository's meta-evaluation script states
+  OpenUnlearning's, oriented as above; the report says so.
+
+The AUC is the one of metrics/mia.py and the CI the one bootstrap of
+metrics/core.py.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from unlearnbench.errors import UnlearnbenchError
+from unlearnbench.metrics import mia
+from unlearnbench.metrics.core import bootstrap_indices, percentile_ci
+
+# The zoo's labels: full and the recipes that keep the forget knowledge
+# (npo under-forgets, idknll only hides it, shallow hides it above the 4-bit
+# grid) against retain, which never saw it.
+ZOO_LABELS = {"knows": ["full", "npo", "idknll", "shallow"], "never_saw": ["retain"], "retain": "retain"}
+PROBES = {"ufk": False, "leak": False, "uds": True}  # probe -> its higher_is_better
+CONVENTION = ("every metric oriented higher = more forget knowledge (negated where higher is better; UDS as "
+              "1 - UDS in R and Q); R = min(Δ_retain / Δ_unlearned, 1), Δ = m_before - m_after_relearn; "
+              "Q = min(m_after_quant4 / m_before, 1); robustness = HM(R, Q); R and Q are means over the "
+              "unlearned checkpoints where defined")
+
+
+@dataclass(frozen=True)
+class Labels:
+    knows: tuple[str, ...]
+    never_saw: tuple[str, ...]
+    retain: str  # the checkpoint that serves as the retain model in R
+
+    @classmethod
+    def load(cls, path: Path | None) -> "Labels":
+        """The labels YAML ({knows: [...], never_saw: [...], retain: NAME}); the zoo's without one."""
+        if path is None:
+            raw = ZOO_LABELS
+        else:
+            try:
+                raw = yaml.safe_load(Path(path).read_text())
+            except (OSError, yaml.YAMLError) as exc:
+                raise UnlearnbenchError(f"labels {path}: cannot read it ({exc})") from None
+        where = f"labels {path or '(zoo default)'}"
+        if not isinstance(raw, dict) or not raw.get("knows") or not raw.get("never_saw"):
+            raise UnlearnbenchError(f"{where}: expected a mapping with non-empty lists 'knows' and 'never_saw'")
+        knows, never = tuple(map(str, raw["knows"])), tuple(map(str, raw["never_saw"]))
+        if set(knows) & set(never):
+            raise UnlearnbenchError(f"{where}: {', '.join(sorted(set(knows) & set(never)))} is labelled both ways")
+        return cls(knows, never, str(raw.get("retain", never[0])))
+
+
+def oriented(metric: dict) -> float | None:
+    value = metric.get("value")
+    if value is None or not math.isfinite(value):
+        return None
+    return -value if metric.get("higher_is_better") else value
+
+
+def faithfulness(values: dict[str, float], labels: Labels) -> dict | None:
+    """AUC(knows above never_saw) with a bootstrap CI; None without both groups."""
+    positives = [values[c] for c in labels.knows if c in values]
+    negatives = [values[c] for c in labels.never_saw if c in values]
+    if not positives or not negatives:
+        return None
+    matrix = mia.comparison_matrix(positives, negatives)
+    draws = bootstrap_indices([len(positives), len(negatives)])
+    ci = percentile_ci([matrix[np.ix_(p, n)].mean() for p, n in zip(*draws)])
+    return {"auc": float(matrix.mean()), "ci": list(ci), "knows": len(positives), "never_saw": len(negatives)}
+
+
+def robustness(metrics: dict[str, dict], probe: str, labels: Labels) -> dict | None:
+    """R, Q and HM(R, Q) of a probe from {checkpoint: robustness metrics}."""
+    def m(checkpoint: str, name: str) -> float | None:
+        value = metrics.get(checkpoint, {}).get(f"{probe}_{name}", {}).get("value")
+        if value is None:
+            return None
+        return 1 - value if PROBES[probe] else value
+
+    if m(labels.retain, "before") is None:
+        return None
+    delta_retain = m(labels.retain, "before") - m(labels.retain, "after_relearn")
+    unlearned = [c for c in metrics if c not in {*labels.never_saw, labels.retain} and m(c, "before") is not None]
+    r_values, q_values = {}, {}
+    for c in unlearned:
+        delta = m(c, "before") - m(c, "after_relearn")
+        if delta != 0:
+            r_values[c] = min(delta_retain / delta, 1.0)
+        if m(c, "before") > 0 and m(c, "after_quant4") is not None:
+            q_values[c] = min(m(c, "after_quant4") / m(c, "before"), 1.0)
+    r = float(np.mean(list(r_values.values()))) if r_values else None
+    q = float(np.mean(list(q_values.values()))) if q_values else None
+    hm = 2 * r * q / (r + q) if r is not None and q is not None and r + q != 0 else None
+    return {"R": r, "Q": q, "HM": hm, "R_per_checkpoint": r_values, "Q_per_checkpoint": q_values}
+
+
+def meta_evaluate(report: dict, labels: Labels) -> dict:
+    names = set(report["checkpoints"])
+    missing = [c for c in (*labels.knows, *labels.never_saw) if c not in names]
+    if len(missing) == len(labels.knows) + len(labels.never_saw):
+        raise UnlearnbenchError(f"no labelled checkpoint is in the report (it has: {', '.join(sorted(names))})")
+    by_metric: dict[tuple[str, str], dict[str, float]] = {}
+    robustness_metrics: dict[str, dict] = {}
+    for checkpoint, entry in report["checkpoints"].items():
+        for suite, result in entry.get("suites", {}).items():
+            for name, metric in result.get("metrics", {}).items():
+                value = oriented(metric)
+                if value is not None and suite != "robustness":
+                    by_metric.setdefault((suite, name), {})[checkpoint] = value
+            if suite == "robustness":
+                robustness_metrics[checkpoint] = result.get("metrics", {})
+    rows = []
+    for (suite, name), values in sorted(by_metric.items()):
+        faith = faithfulness(values, labels)
+        if faith is not None:
+            rows.append({"suite": suite, "metric": name, "faithfulness": faith, "robustness": None})
+    for probe in PROBES:
+        rob = robustness(robustness_metrics, probe, labels)
+        before = {c: v for c, m in robustness_metrics.items() if (v := oriented(m.get(f"{probe}_before", {})))
+                  is not None}
+        faith = faithfulness(before, labels)
+        if rob is not None or faith is not None:
+            rows.append({"suite": "robustness", "metric": f"{probe}_before", "faithfulness": faith,
+                         "robustness": rob})
+    return {"labels": {"knows": list(labels.knows), "never_saw": list(labels.never_saw), "retain": labels.retain,
+                       "missing_from_report": missing},
+            "convention": CONVENTION, "source_run": report.get("run_id"), "metrics": rows}
+
+
+def table(result: dict) -> str:
+    lines = [f"{'metric':44s} {'faithfulness AUC [95% CI]':28s} {'R':>7s} {'Q':>7s} {'HM':>7s}"]
+    for row in result["metrics"]:
+        faith = row["faithfulness"]
+        f_text = f"{faith['auc']:.3f} [{faith['ci'][0]:.2f}, {faith['ci'][1]:.2f}]" if faith else "n/a"
+        rob = row["robustness"] or {}
+        cells = [f"{rob[k]:7.3f}" if rob.get(k) is not None else f"{'n/a':>7s}" for k in ("R", "Q", "HM")]
+        lines.append(f"{row['suite'] + '.' + row['metric']:44s} {f_text:28s} {' '.join(cells)}")
+    return "\n".join(lines)
+
+
+def render_html(result: dict) -> str:
+    """A self-contained page: the table and the faithfulness-vs-robustness scatter (inline SVG)."""
+    width, height, pad = 560, 420, 50
+    points = [(r, r["faithfulness"]["auc"], r["robustness"]["HM"]) for r in result["metrics"]
+              if r["faithfulness"] and r["robustness"] and r["robustness"].get("HM") is not None]
+    low = min([0.0, *(hm for _, _, hm in points)])
+
+    def x(v):
+        return pad + v * (width - 2 * pad)
+
+    def y(v):
+        return height - pad - (v - low) / (1 - low or 1) * (height - 2 * pad)
+
+    dots = "".join(
+        f'<circle class="metric-point" cx="{x(f):.1f}" cy="{y(hm):.1f}" r="5"><title>{html.escape(r["metric"])}: '
+        f'AUC {f:.3f}, HM {hm:.3f}</title></circle><text x="{x(f) + 7:.1f}" y="{y(hm) - 7:.1f}">'
+        f'{html.escape(r["metric"])}</text>' for r, f, hm in points)
+    axes = (f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#333"/>'
+            f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#333"/>'
+            f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">faithfulness (AUC)</text>'
+            f'<text x="14" y="{height / 2}" transform="rotate(-90 14 {height / 2})" text-anchor="middle">'
+            f'robustness HM(R, Q)</text>')
+    rows = []
+    for r in result["metrics"]:
+        faith, rob = r["faithfulness"], r["robustness"] or {}
+        cells = [f"{faith['auc']:.3f} [{faith['ci'][0]:.2f}, {faith['ci'][1]:.2f}]" if faith else "n/a",
+                 *(f"{rob[k]:.3f}" if rob.get(k) is not None else "n/a" for k in ("R", "Q", "HM"))]
+        rows.append(f"<tr><td>{html.escape(r['suite'])}.{html.escape(r['metric'])}</td>"
+                    + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    labels = result["labels"]
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>unlearnbench meta-evaluation</title>"
+            "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:4px 8px}circle{fill:#3465a4}text{font-size:11px}</style>"
+            "</head><body><h1>Meta-evaluation</h1>"
+            f"<p>knows: {html.escape(', '.join(labels['knows']))}; never saw: "
+            f"{html.escape(', '.join(labels['never_saw']))}; retain: {html.escape(labels['retain'])}</p>"
+            f"<p id='convention'>{html.escape(result['convention'])}</p>"
+            f"<figure class='plot' data-plot='faithfulness-robustness'><svg width='{width}' height='{height}' "
+            f"xmlns='http://www.w3.org/2000/svg'>{axes}{dots}</svg></figure>"
+            "<table id='meta-eval'><tr><th>metric</th><th>faithfulness AUC [95% CI]</th><th>R</th><th>Q</th>"
+            f"<th>HM</th></tr>{''.join(rows)}</table></body></html>")
+
+
+def write(result: dict, directory: Path) -> tuple[Path, Path]:
+    from unlearnbench.atomic import atomic_write_text
+
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path, html_path = directory / "meta_eval.json", directory / "meta_eval.html"
+    atomic_write_text(json_path, json.dumps(result, indent=2, allow_nan=False))
+    atomic_write_text(html_path, render_html(result))
+    return json_path, html_path
