@@ -30,7 +30,7 @@ from unlearnbench.errors import UnlearnbenchError
 
 ATTACKS = ("quant4", "quant8", "relearn")
 NF4_BLOCK = 64
-ATTACKS_CODE_VERSION = 1
+ATTACKS_CODE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,10 @@ def build(source, out: Path, attack: Attack) -> Path:
         return out
     kwargs = {"gguf_file": source.gguf_file} if source.gguf_file else {}
     tokenizer = AutoTokenizer.from_pretrained(str(source.directory), **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(str(source.directory), dtype=torch.float32, **kwargs)
+    # Quantization keeps the checkpoint's own dtype (a bf16 model needs half the memory of float32);
+    # relearning trains its LoRA weights in float32.
+    dtype = torch.float32 if attack.name == "relearn" else "auto"
+    model = AutoModelForCausalLM.from_pretrained(str(source.directory), dtype=dtype, **kwargs)
     if attack.name == "quant4":
         quantize_nf4(model)
     elif attack.name == "quant8":
@@ -119,19 +122,23 @@ def int8_roundtrip(weight):
 
 
 def quantize_nf4(model) -> None:
-    import torch
-
-    with torch.no_grad():
-        for linear in _quantized_linears(model):
-            linear.weight.copy_(nf4_roundtrip(linear.weight))
+    _quantize(model, nf4_roundtrip)
 
 
 def quantize_int8(model) -> None:
+    _quantize(model, int8_roundtrip)
+
+
+def _quantize(model, roundtrip) -> None:
+    """Each quantized layer's weight through `roundtrip`, one layer at a time
+    on a GPU when there is one (the same kernels; the model stays where it is)."""
     import torch
 
+    device = torch.device("cuda") if torch.cuda.is_available() else None
     with torch.no_grad():
         for linear in _quantized_linears(model):
-            linear.weight.copy_(int8_roundtrip(linear.weight))
+            weight = linear.weight
+            linear.weight.copy_(roundtrip(weight.to(device) if device else weight).to(weight.device))
 
 
 def relearn(model, tokenizer, attack: Attack):
