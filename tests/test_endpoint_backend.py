@@ -38,6 +38,14 @@ def ga_server(zoo_family):
     server.close()
 
 
+@pytest.fixture(scope="module")
+def npo_server(zoo_family):
+    """An under-forgetting checkpoint: it still answers, so generations and scores are not all zero."""
+    server = CompletionsServer(zoo_family["npo"], "zoo-npo")
+    yield server
+    server.close()
+
+
 def endpoint(server, name="ga", tokenizer=None, **settings):
     source = f"openai:{server.url}#{server.served_name}"
     tokenizers = {name: str(tokenizer)} if tokenizer else {}
@@ -145,17 +153,17 @@ def bench_metrics(model, zoo_family, cache_dir, data_dir, tokenizers=None) -> di
     return {(suite, name): metric for suite in suites for name, metric in bench.run(model, suite).metrics.items()}
 
 
-def test_every_suite_gives_the_in_process_values_through_the_endpoint(ga_server, zoo_family, cache_dir, tmp_path,
+def test_every_suite_gives_the_in_process_values_through_the_endpoint(npo_server, zoo_family, cache_dir, tmp_path,
                                                                       capsys):
-    """The comparison table of issue 15: each metric on the zoo's ga
+    """The comparison table of issue 15: each metric on the zoo's npo
     checkpoint, in process and through the endpoint (full and retain in
     process on both sides)."""
     from unlearnbench.fixtures import zoo
 
     data = zoo.data_dir(cache_dir)
-    local = bench_metrics(CheckpointSpec("ga", str(zoo_family["ga"])), zoo_family, tmp_path / "local", data)
-    remote = bench_metrics(CheckpointSpec("ga", f"openai:{ga_server.url}#zoo-ga"), zoo_family, tmp_path / "remote",
-                           data, tokenizers={"ga": str(zoo_family["ga"])})
+    local = bench_metrics(CheckpointSpec("npo", str(zoo_family["npo"])), zoo_family, tmp_path / "local", data)
+    remote = bench_metrics(CheckpointSpec("npo", f"openai:{npo_server.url}#zoo-npo"), zoo_family,
+                           tmp_path / "remote", data, tokenizers={"npo": str(zoo_family["npo"])})
     assert local.keys() == remote.keys()
     rows = []
     for key in sorted(local):
@@ -172,6 +180,8 @@ def test_every_suite_gives_the_in_process_values_through_the_endpoint(ga_server,
     # Generations identical, not only their scores.
     replies = ("honesty", "forget_refusal_rate")
     assert remote[replies].details["items"] == local[replies].details["items"]
+    assert any(item["reply"].strip() for item in local[replies].details["items"].values())
+    assert local[("dusk", "verbatim_rougeL_f1")].value > 0.1  # real text, not a collapsed model
     with capsys.disabled():
         print("\nsuite/metric | in process | endpoint")
         for (suite, name), a, b in rows:
