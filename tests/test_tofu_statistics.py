@@ -1,0 +1,59 @@
+"""TOFU's statistics (issue 17, SPEC §10) against hand-worked values and scipy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from unlearnbench.metrics import tofu
+
+
+def test_truth_ratio_by_hand():
+    # Paraphrased answer: mean NLL 0.5 -> P = e^-0.5. Perturbed: mean NLLs 1.0 and 2.0 -> averaged
+    # before the exponential: e^-1.5. tr = e^-1.5 / e^-0.5 = e^-1.
+    assert tofu.truth_ratio(0.5, [1.0, 2.0]) == pytest.approx(math.exp(-1.0))
+    # Not the arithmetic mean of the probabilities: (e^-1 + e^-2) / 2 / e^-0.5 differs.
+    assert tofu.truth_ratio(0.5, [1.0, 2.0]) != pytest.approx((math.exp(-1) + math.exp(-2)) / 2 / math.exp(-0.5))
+
+
+def test_truth_ratio_aggregates_on_a_made_up_distribution():
+    ratios = [0.5, 2.0, 1.0, 0.25]
+    # forget: min(tr, 1/tr) = 0.5, 0.5, 1, 0.25 -> mean 0.5625
+    assert tofu.forget_truth_ratio(ratios) == pytest.approx(0.5625)
+    # retain side: max(0, 1 - tr) = 0.5, 0, 0, 0.75 -> mean 0.3125
+    assert tofu.retained_truth_ratio(ratios) == pytest.approx(0.3125)
+
+
+def test_forget_quality_is_scipys_two_sample_ks_p_value():
+    rng = np.random.default_rng(0)
+    model, retain = rng.lognormal(0, 1, 40), rng.lognormal(0.8, 1, 40)
+    assert tofu.forget_quality(model, retain) == stats.ks_2samp(model, retain).pvalue
+    # The same samples: indistinguishable (p = 1); far apart: p tiny.
+    assert tofu.forget_quality(model, model) == pytest.approx(1.0)
+    assert tofu.forget_quality(model, model * 1000) < 1e-10
+    # The p-value is the same on 1/tr (a strictly monotone map of both samples).
+    assert tofu.forget_quality(1 / model, 1 / retain) == pytest.approx(tofu.forget_quality(model, retain))
+
+
+def test_normalised_probability_and_model_utility_by_hand():
+    # P(correct) = e^-1, wrong: e^-2 and e^-3.
+    expected = math.exp(-1) / (math.exp(-1) + math.exp(-2) + math.exp(-3))
+    assert tofu.normalised_probability(1.0, [2.0, 3.0]) == pytest.approx(expected)
+    # Harmonic mean of 0.5, 0.25, 1: 3 / (2 + 4 + 1) = 3/7; any zero makes it 0.
+    assert tofu.model_utility([0.5, 0.25, 1.0]) == pytest.approx(3 / 7)
+    assert tofu.model_utility([0.5, 0.0, 1.0]) == 0.0
+    assert tofu.answer_probability(0.0) == 1.0
+
+
+@pytest.mark.parametrize("argmax,gold,es,em", [
+    ([1, 2, 3, 4], [1, 2, 3, 4], 1.0, 1.0),  # k = 0
+    ([9, 2, 3, 4], [1, 2, 3, 4], 0.75, 0.75),  # the suffix from k = 1 is reproduced
+    ([1, 2, 9, 4], [1, 2, 3, 4], 0.25, 0.75),  # only the last token: k = 3
+    ([1, 2, 3, 9], [1, 2, 3, 4], 0.25, 0.75),  # not even the last: k stops at n - 1, as OpenUnlearning
+])
+def test_extraction_strength_and_exact_memorization_by_hand(argmax, gold, es, em):
+    assert tofu.extraction_strength(argmax, gold) == pytest.approx(es)
+    assert tofu.exact_memorization(argmax, gold) == pytest.approx(em)
