@@ -1,9 +1,10 @@
 """TOFU's statistics as OpenUnlearning computes them (SPEC §10), over
 per-item values the scoring and generation passes produce.
 
-The suite around them (data layout, zoo set, gates) is issue 17's next step;
-these are the definitions it will use, each tested against a hand-worked value
-or scipy (tests/test_tofu_statistics.py).
+Each statistic is tested against a hand-worked value or scipy
+(tests/test_tofu_statistics.py); `evaluate` feeds them from one teacher-forced
+pass (probabilities, truth ratios, memorization, Min-K%++) and one greedy pass
+(ROUGE).
 """
 
 from __future__ import annotations
@@ -11,6 +12,13 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+from scipy.stats import hmean, ks_2samp
+
+from unlearnbench.errors import MissingCapability
+from unlearnbench.metrics import mia
+from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
+from unlearnbench.metrics.honesty import STOP_STRINGS, first_turn_prompt
+from unlearnbench.metrics.text import rouge
 
 
 def answer_probability(mean_nll: float) -> float:
@@ -43,8 +51,6 @@ def retained_truth_ratio(ratios: Sequence[float]) -> float:
 def forget_quality(model_ratios: Sequence[float], retain_ratios: Sequence[float]) -> float:
     """The two-sample Kolmogorov-Smirnov p-value between the checkpoint's and
     the retain model's forget truth ratios (scipy's `ks_2samp`, two-sided)."""
-    from scipy.stats import ks_2samp
-
     return float(ks_2samp(np.asarray(model_ratios, dtype=np.float64),
                           np.asarray(retain_ratios, dtype=np.float64)).pvalue)
 
@@ -59,8 +65,6 @@ def normalised_probability(correct_mean_nll: float, wrong_mean_nlls: Sequence[fl
 def model_utility(values: Sequence[float]) -> float:
     """The harmonic mean of {Prob, ROUGE, Truth Ratio} x {retain, real
     authors, world facts} (scipy's `hmean`); 0 if any of them is 0."""
-    from scipy.stats import hmean
-
     array = np.asarray(values, dtype=np.float64)
     return 0.0 if np.any(array == 0) else float(hmean(array))
 
@@ -82,3 +86,148 @@ def extraction_strength(argmax: Sequence[int], gold: Sequence[int]) -> float:
     while k > 0 and matches[k - 1]:
         k -= 1
     return 1 - min(k, n - 1) / n
+
+
+# ---------------------------------------------------------------- the suite
+# Metric names, as OpenUnlearning's TOFU report names them in the README's table.
+METRICS = ("forget_prob", "forget_rouge", "forget_truth_ratio", "forget_quality", "extraction_strength",
+           "exact_memorization", "privleak", "retain_prob", "retain_rouge", "retain_truth_ratio",
+           "ra_prob", "ra_rouge", "ra_truth_ratio", "wf_prob", "wf_rouge", "wf_truth_ratio", "model_utility")
+SHORT = {"retain": "retain", "real_authors": "ra", "world_facts": "wf"}
+
+
+def teacher_forced(model, data, sets) -> tuple[dict, bool]:
+    """ONE teacher-forced pass over every answer, paraphrase and perturbed
+    answer of `sets`, after the question's chat prompt: {(set, i, kind, k):
+    TokenScores}, and whether it carries the vocabulary statistics Min-K%++
+    needs (an endpoint backend gives none: the pass then runs without)."""
+    keys, contexts, continuations = [], [], []
+    for name in sets:
+        for i, item in enumerate(data.sets[name]):
+            prompt = first_turn_prompt(model, item.question)
+            texts = [("answer", 0, item.answer)] + ([("paraphrased", 0, item.paraphrased)] if item.paraphrased else [])
+            texts += [("perturbed", k, text) for k, text in enumerate(item.perturbed)]
+            for kind, k, text in texts:
+                keys.append((name, i, kind, k))
+                contexts.append(prompt)
+                continuations.append(text)
+    try:
+        scores, stats = model.score_continuations(contexts, continuations, vocab_stats=True), True
+    except MissingCapability:
+        scores, stats = model.score_continuations(contexts, continuations), False
+    return dict(zip(keys, scores)), stats
+
+
+def _nll(scores) -> float:
+    return float(-np.mean(scores.logprobs))
+
+
+def truth_ratios(scored: dict, data, name: str) -> dict[str, float]:
+    """Per item: perturbed vs paraphrased (forget, retain) or vs the answer (real authors, world facts)."""
+    out = {}
+    for i, item in enumerate(data.sets[name]):
+        base = scored[(name, i, "paraphrased" if item.paraphrased else "answer", 0)]
+        out[item.id] = truth_ratio(_nll(base), [_nll(scored[(name, i, "perturbed", k)])
+                                                 for k in range(len(item.perturbed))])
+    return out
+
+
+def membership_auc(scored: dict, data, k: float) -> float:
+    """AUC(forget answers above holdout answers) of the Min-K%++ score: 1 = the forget answers look trained on."""
+    def minkpp(name: str) -> list[float]:
+        return [mia.chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, item.answer, k)["minkpp"]
+                for i, item in enumerate(data.sets[name]) for s in [scored[(name, i, "answer", 0)]]]
+
+    return mia.auc(minkpp("forget"), minkpp("holdout"))
+
+
+def reference_statistics(model, data) -> dict:
+    """What the relative metrics need from the retain model: its forget truth ratios and membership AUC."""
+    scored, stats = teacher_forced(model, data, ("forget", "holdout"))
+    return {"forget_truth_ratios": truth_ratios(scored, data, "forget"),
+            "membership_auc": membership_auc(scored, data, data.params["mink_k"]) if stats else None}
+
+
+def evaluate(handle, data, refs=None) -> dict:
+    refs = refs or References()
+    params = dict(data.params)
+    scored, stats = teacher_forced(handle, data, ("forget", "retain", "real_authors", "world_facts", "holdout"))
+    asked = [(name, i, item) for name in ("forget", "retain", "real_authors", "world_facts")
+             for i, item in enumerate(data.sets[name])]
+    replies = handle.generate([first_turn_prompt(handle, item.question) for _, _, item in asked],
+                              max_new_tokens=params["max_new_tokens"], stop_strings=STOP_STRINGS)
+    rouges: dict[str, dict[str, float]] = {}
+    details: dict[str, dict] = {}
+    for (name, i, item), reply in zip(asked, replies):
+        rouges.setdefault(name, {})[item.id] = rouge(item.answer, reply)["rougeL_recall"]
+        details.setdefault(name, {})[item.id] = {"question": item.question, "answer": item.answer, "reply": reply}
+
+    out = {}
+    forget = data.sets["forget"]
+    answer = {name: [scored[(name, i, "answer", 0)] for i in range(len(data.sets[name]))] for name in data.sets}
+    out["forget_prob"] = mean_result("forget_prob", {q.id: answer_probability(_nll(s)) for q, s in
+                                                     zip(forget, answer["forget"])}, higher_is_better=False,
+                                     params=params, ideal="retain")
+    out["forget_rouge"] = mean_result("forget_rouge", rouges["forget"], higher_is_better=False, params=params,
+                                      details={"items": details["forget"]}, ideal="retain")
+    forget_tr = truth_ratios(scored, data, "forget")
+    out["forget_truth_ratio"] = mean_result(
+        "forget_truth_ratio", {i: min(tr, 1 / tr) for i, tr in forget_tr.items()}, higher_is_better=True,
+        params=params, details={"truth_ratios": forget_tr, "aggregate": "mean(min(tr, 1/tr))"})
+    if answer["forget"][0].argmax is None:
+        reason = f"{handle.name}: the backend gives no teacher-forced argmax"
+        out["extraction_strength"] = Unavailable("extraction_strength", reason)
+        out["exact_memorization"] = Unavailable("exact_memorization", reason)
+    else:
+        for name, function in (("extraction_strength", extraction_strength), ("exact_memorization",
+                                                                             exact_memorization)):
+            out[name] = mean_result(name, {q.id: function(s.argmax, s.token_ids) for q, s in
+                                           zip(forget, answer["forget"])}, higher_is_better=False, params=params,
+                                    ideal="retain")
+    for name, short in SHORT.items():
+        items = data.sets[name]
+        if name == "retain":
+            probs = {q.id: answer_probability(_nll(s)) for q, s in zip(items, answer[name])}
+        else:  # normalised over the options, as OpenUnlearning does for real authors and world facts
+            probs = {q.id: normalised_probability(_nll(scored[(name, i, "answer", 0)]),
+                                                  [_nll(scored[(name, i, "perturbed", k)])
+                                                   for k in range(len(q.perturbed))]) for i, q in enumerate(items)}
+        ratios = truth_ratios(scored, data, name)
+        out[f"{short}_prob"] = mean_result(f"{short}_prob", probs, higher_is_better=True, params=params)
+        out[f"{short}_rouge"] = mean_result(f"{short}_rouge", rouges[name], higher_is_better=True, params=params,
+                                            details={"items": details[name]})
+        out[f"{short}_truth_ratio"] = mean_result(
+            f"{short}_truth_ratio", {i: max(0.0, 1 - tr) for i, tr in ratios.items()}, higher_is_better=True,
+            params=params, details={"aggregate": "mean(max(0, 1 - tr))"})
+    parts = [out[f"{short}_{m}"].value for short in SHORT.values() for m in ("prob", "rouge", "truth_ratio")]
+    utility = model_utility(parts)
+    out["model_utility"] = MetricResult("model_utility", utility, len(parts), (utility, utility),
+                                        higher_is_better=True, params=params,
+                                        details={"harmonic_mean_of": dict(zip(
+                                            [f"{s}_{m}" for s in SHORT.values() for m in ("prob", "rouge",
+                                                                                         "truth_ratio")], parts))})
+    retain = None if refs.retain is None else refs.memo.get_or_compute(
+        "retain-statistics", {"retain": refs.retain}, params, lambda: reference_statistics(refs.retain, data))
+    if retain is None:
+        reason = "needs --retain-model (forget quality and privleak compare with the retain model)"
+        out["forget_quality"] = Unavailable("forget_quality", reason)
+        out["privleak"] = Unavailable("privleak", reason)
+        return out
+    quality = forget_quality(list(forget_tr.values()), list(retain["forget_truth_ratios"].values()))
+    out["forget_quality"] = MetricResult("forget_quality", quality, len(forget_tr), (quality, quality),
+                                         higher_is_better=True, params={**params, "test": "scipy ks_2samp"})
+    if not stats or retain["membership_auc"] is None:
+        out["privleak"] = Unavailable("privleak", f"Min-K%++ needs the full next-token distribution, which the "
+                                                  f"backend of {handle.name} or the retain model does not give")
+        return out
+    auc_m, auc_r = 1 - membership_auc(scored, data, params["mink_k"]), 1 - retain["membership_auc"]
+    if auc_r == 0:
+        out["privleak"] = Unavailable("privleak", "undefined: the retain model's 1 - AUC(forget vs holdout) is 0")
+    else:
+        value = (auc_m - auc_r) / auc_r * 100
+        out["privleak"] = MetricResult("privleak", value, len(forget), (value, value), higher_is_better=False,
+                                       params={**params, "score": "minkpp"}, ideal=0.0,
+                                       details={"auc_prime": {"model": auc_m, "retain": auc_r},
+                                                "formula": "(AUC'_m - AUC'_r) / AUC'_r x 100, AUC' = 1 - "
+                                                           "AUC(forget vs holdout, Min-K%++)"})
+    return out

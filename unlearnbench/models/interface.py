@@ -30,6 +30,9 @@ class TokenScores:
     logprobs: np.ndarray
     vocab_mean: np.ndarray | None = None
     vocab_var: np.ndarray | None = None
+    # The most likely token at each predicting position (exact memorization,
+    # extraction strength); None from a backend that sees only given tokens.
+    argmax: np.ndarray | None = None
 
 
 @dataclass

@@ -36,6 +36,7 @@ class Scoring:
                 scores = TokenScores(
                     token_ids=targets.cpu().numpy(),
                     logprobs=logp.gather(-1, targets[:, None])[:, 0].cpu().numpy(),
+                    argmax=logp.argmax(-1).cpu().numpy(),
                 )
                 if vocab_stats:
                     p = logp.exp()

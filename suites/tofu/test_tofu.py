@@ -1,0 +1,6 @@
+"""TOFU as OpenUnlearning computes it (SPEC §10). The plugin makes one test
+per check in thresholds/tofu.yaml (test_<check>), plus test_no_regression."""
+
+import pytest
+
+pytestmark = pytest.mark.unlearnbench("tofu")

@@ -1,0 +1,189 @@
+"""The TOFU suite (issue 17): the data layout and its errors, the zoo gate
+separating retain from full and the collapsing recipes, and every metric
+against a deliberately naive implementation on SmolLM2 (one item at a time,
+transformers and rouge-score directly, written from SPEC §10's formulas)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+
+from unlearnbench.data import tofu as tofu_data
+from unlearnbench.errors import DataError
+
+
+@pytest.fixture(scope="module")
+def zoo_tofu(cache_dir):
+    from unlearnbench.fixtures import zoo
+
+    return zoo.data_dir(cache_dir) / "tofu"
+
+
+def test_the_zoo_writes_the_tofu_layout(zoo_tofu):
+    data = tofu_data.load(zoo_tofu.parent)
+    assert {name: len(items) for name, items in data.sets.items()} == {
+        "forget": 24, "retain": 96, "real_authors": 16, "world_facts": 16, "holdout": 32}
+    for item in data.sets["forget"]:
+        assert item.paraphrased and item.answer in item.paraphrased and len(item.perturbed) == 3
+        assert all(item.answer not in p for p in item.perturbed)
+    assert tofu_data.load(zoo_tofu, {"max_items": "5"}).sets["retain"][4].id == "retain-4"
+
+
+def test_bad_tofu_data_is_one_message_naming_the_file_and_line(zoo_tofu, tmp_path):
+    folder = tmp_path / "tofu"
+    shutil.copytree(zoo_tofu, folder)
+    (folder / "holdout10.json").unlink()
+    with pytest.raises(DataError, match=r"holdout10.json: file not found"):
+        tofu_data.load(folder)
+    shutil.copy(zoo_tofu / "holdout10.json", folder)
+    rows = (folder / "retain_perturbed.json").read_text().splitlines()
+    broken = json.loads(rows[2])
+    broken["perturbed_answer"] = "one string, not a list"
+    rows[2] = json.dumps(broken)
+    (folder / "retain_perturbed.json").write_text("\n".join(rows) + "\n")
+    with pytest.raises(DataError, match=r"retain_perturbed.json:3: field 'perturbed_answer'"):
+        tofu_data.load(folder)
+    with pytest.raises(DataError, match="forget_split"):
+        tofu_data.load(zoo_tofu, {"forget_split": "forget20"})
+
+
+def test_the_zoo_gate_passes_retain_and_fails_full_and_the_collapsing_recipes(zoo_gate):
+    gate = zoo_gate("tofu")
+    assert gate.verdicts("retain") == {"forget_quality_like_retain": "pass", "model_utility_kept": "pass"}
+    assert gate.verdicts("full")["forget_quality_like_retain"] == "fail"
+    for collapsed in ("ga", "graddiff"):
+        assert gate.verdicts(collapsed)["model_utility_kept"] == "fail"
+    full, retain = gate.metrics("full"), gate.metrics("retain")
+    assert retain["forget_quality"].value == pytest.approx(1.0)  # its own distribution
+    assert full["forget_rouge"].value > 0.9 > 0.2 > retain["forget_rouge"].value
+    assert full["privleak"].value < -50 and retain["privleak"].value == pytest.approx(0.0)
+
+
+# ------------------------------------------------------------ naive reference
+def naive_metrics(model_dir, retain_dir, data) -> dict:
+    """Every TOFU metric, one item at a time, from the formulas."""
+    import torch
+    from rouge_score import rouge_scorer
+    from scipy.stats import hmean, ks_2samp
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+
+    def load(path):
+        return AutoTokenizer.from_pretrained(str(path)), AutoModelForCausalLM.from_pretrained(
+            str(path), dtype=torch.float32).eval()
+
+    def prompt_ids(tokenizer, question):
+        text = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
+                                             add_generation_prompt=True)
+        return tokenizer(text, add_special_tokens=not text.startswith(tokenizer.bos_token or "\0"))["input_ids"]
+
+    def answer_stats(tokenizer, model, question, answer):
+        context = prompt_ids(tokenizer, question)
+        target = tokenizer(answer, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logits = model(torch.tensor([context + target])).logits[0].float()
+        logp = torch.log_softmax(logits[len(context) - 1: -1], dim=-1)
+        token_logp = logp[torch.arange(len(target)), torch.tensor(target)]
+        p = logp.exp()
+        mu = (p * logp).sum(-1)
+        sigma = (p * (logp - mu[:, None]) ** 2).sum(-1).sqrt()
+        z = ((token_logp - mu) / sigma).numpy()
+        k = max(1, math.ceil(0.2 * len(target)))
+        return {"nll": float(-token_logp.mean()), "argmax": logp.argmax(-1).tolist(), "gold": target,
+                "minkpp": float(np.sort(z)[:k].mean())}
+
+    def greedy(tokenizer, model, question):
+        ids = prompt_ids(tokenizer, question)
+        with torch.no_grad():
+            out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                 max_new_tokens=64, do_sample=False, pad_token_id=tokenizer.eos_token_id)
+        text = tokenizer.decode(out[0, len(ids):], skip_special_tokens=True)
+        for stop in ("\nUser:", "\nQuestion:"):
+            text = text.split(stop)[0]
+        return text
+
+    def truth_ratio(tokenizer, model, item):
+        base = answer_stats(tokenizer, model, item.question, item.paraphrased or item.answer)["nll"]
+        wrong = [answer_stats(tokenizer, model, item.question, p)["nll"] for p in item.perturbed]
+        return math.exp(-np.mean(wrong)) / math.exp(-base)
+
+    tokenizer, model = load(model_dir)
+    out = {}
+    forget = data.sets["forget"]
+    stats = [answer_stats(tokenizer, model, q.question, q.answer) for q in forget]
+    out["forget_prob"] = np.mean([math.exp(-s["nll"]) for s in stats])
+    out["forget_rouge"] = np.mean([scorer.score(q.answer, greedy(tokenizer, model, q.question))["rougeL"].recall
+                                   for q in forget])
+    ratios = [truth_ratio(tokenizer, model, q) for q in forget]
+    out["forget_truth_ratio"] = np.mean([min(r, 1 / r) for r in ratios])
+    out["exact_memorization"] = np.mean([np.mean(np.equal(s["argmax"], s["gold"])) for s in stats])
+    es = []
+    for s in stats:
+        n = len(s["gold"])
+        k = next((k for k in range(n) if s["argmax"][k:] == s["gold"][k:]), n - 1)
+        es.append(1 - k / n)
+    out["extraction_strength"] = np.mean(es)
+    utility = []
+    for name, short in (("retain", "retain"), ("real_authors", "ra"), ("world_facts", "wf")):
+        items = data.sets[name]
+        if name == "retain":
+            prob = np.mean([math.exp(-answer_stats(tokenizer, model, q.question, q.answer)["nll"]) for q in items])
+        else:
+            prob = np.mean([
+                math.exp(-answer_stats(tokenizer, model, q.question, q.answer)["nll"]) / (
+                    math.exp(-answer_stats(tokenizer, model, q.question, q.answer)["nll"])
+                    + sum(math.exp(-answer_stats(tokenizer, model, q.question, p)["nll"]) for p in q.perturbed))
+                for q in items])
+        rouge = np.mean([scorer.score(q.answer, greedy(tokenizer, model, q.question))["rougeL"].recall
+                         for q in items])
+        tr = np.mean([max(0.0, 1 - truth_ratio(tokenizer, model, q)) for q in items])
+        out[f"{short}_prob"], out[f"{short}_rouge"], out[f"{short}_truth_ratio"] = prob, rouge, tr
+        utility += [prob, rouge, tr]
+    out["model_utility"] = 0.0 if min(utility) == 0 else hmean(utility)
+
+    def membership_auc(tok, mod):
+        f = [answer_stats(tok, mod, q.question, q.answer)["minkpp"] for q in forget]
+        h = [answer_stats(tok, mod, q.question, q.answer)["minkpp"] for q in data.sets["holdout"]]
+        return np.mean([[1.0 if a > b else 0.5 if a == b else 0.0 for b in h] for a in f])
+
+    retain_tokenizer, retain_model = load(retain_dir)
+    retain_ratios = [truth_ratio(retain_tokenizer, retain_model, q) for q in forget]
+    out["forget_quality"] = ks_2samp(ratios, retain_ratios).pvalue
+    auc_m, auc_r = 1 - membership_auc(tokenizer, model), 1 - membership_auc(retain_tokenizer, retain_model)
+    out["privleak"] = (auc_m - auc_r) / auc_r * 100
+    return out
+
+
+@pytest.mark.real_model
+def test_every_tofu_metric_equals_a_naive_implementation_on_smollm2(smollm2, smollm2_dir, zoo_tofu, tmp_path):
+    """SmolLM2-135M-Instruct with its chat template on the zoo's TOFU set
+    (8 items a set), a noise-perturbed copy as the retain model."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from unlearnbench.cache import DiskCache, SuiteMemo
+    from unlearnbench.metrics import tofu
+    from unlearnbench.metrics.core import References
+    from unlearnbench.models.handle import ModelHandle
+
+    retain_dir = tmp_path / "retain"
+    model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir), dtype=torch.float32)
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=generator) * 0.01)
+    model.save_pretrained(retain_dir)
+    AutoTokenizer.from_pretrained(str(smollm2_dir)).save_pretrained(retain_dir)
+    retain = ModelHandle.load(str(retain_dir), name="retain", device="cpu")
+    data = tofu_data.load(zoo_tofu, {"max_items": "8"})
+    refs = References(retain=retain, memo=SuiteMemo(DiskCache(tmp_path / "cache"), "tofu", data.fingerprint, 1))
+    ours = tofu.evaluate(smollm2, data, refs)
+    naive = naive_metrics(smollm2_dir, retain_dir, data)
+    assert set(naive) == set(tofu.METRICS)
+    for name, value in naive.items():
+        assert ours[name].value == pytest.approx(value, abs=1e-4), name

@@ -1,0 +1,109 @@
+"""TOFU data in its own layout (SPEC §10): the JSON-lines files of
+locuslab/TOFU, read from a local folder (or the zoo's data folder, which
+holds a synthetic set under tofu/).
+
+- `forget10_perturbed`: question, answer, paraphrased_answer, perturbed_answer
+  (a list): the forget set, with what the truth ratio compares;
+- `retain_perturbed`: the same fields, for the retain set;
+- `real_authors_perturbed`, `world_facts_perturbed`: question, answer,
+  perturbed_answer (the options the probability is normalised over);
+- `holdout10`: question, answer (never trained on: privleak's non-members).
+
+`forget_split=forget05` (with `holdout05`) or `forget01` picks the smaller
+splits; `max_items` keeps the first N items of each set (0: all).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from unlearnbench.data.jsonl import fingerprint_files, merge_params, params_digest
+from unlearnbench.errors import DataError
+
+DEFAULT_PARAMS = {"forget_split": "forget10", "max_items": 0, "max_new_tokens": 64, "mink_k": 0.2}
+FORGET_SPLITS = ("forget01", "forget05", "forget10")
+SETS = ("forget", "retain", "real_authors", "world_facts", "holdout")
+
+
+@dataclass(frozen=True)
+class TofuItem:
+    id: str
+    question: str
+    answer: str
+    paraphrased: str | None  # forget and retain sets
+    perturbed: tuple[str, ...]  # empty for the holdout set
+
+
+@dataclass(frozen=True)
+class TofuData:
+    sets: dict[str, list[TofuItem]]
+    params: dict
+    fingerprint: str
+    source: str
+
+
+def _files(split: str) -> dict[str, str]:
+    return {"forget": f"{split}_perturbed", "retain": "retain_perturbed", "real_authors": "real_authors_perturbed",
+            "world_facts": "world_facts_perturbed", "holdout": split.replace("forget", "holdout")}
+
+
+def _read(path: Path, name: str, fields: dict[str, type]) -> list[TofuItem]:
+    """JSON lines (locuslab/TOFU's files) or one JSON list; each field checked, `file:line` on error."""
+    text = path.read_text(encoding="utf-8")
+    rows = json.loads(text) if text.lstrip().startswith("[") else None
+    numbered = list(enumerate(rows, 1)) if rows is not None else [
+        (n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    items = []
+    for number, row in numbered:
+        if isinstance(row, str):
+            try:
+                row = json.loads(row)
+            except json.JSONDecodeError as exc:
+                raise DataError(path, f"invalid JSON ({exc.msg})", line=number) from None
+        if not isinstance(row, dict):
+            raise DataError(path, "expected a JSON object", line=number)
+        for field, kind in fields.items():
+            value = row.get(field)
+            good = (isinstance(value, str) and value.strip()) if kind is str else (
+                isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value))
+            if not good:
+                raise DataError(path, f"field '{field}' missing, empty or not a {'string' if kind is str else 'list of strings'}",
+                                line=number)
+        items.append(TofuItem(f"{name}-{len(items)}", row["question"], row["answer"], row.get("paraphrased_answer"),
+                              tuple(row.get("perturbed_answer") or ())))
+    if not items:
+        raise DataError(path, "no records")
+    return items
+
+
+def load(source: str | Path | None, options: dict | None = None) -> TofuData:
+    if source is None:
+        raise DataError("tofu", "no data: pass --data-dir tofu=DIR (the locuslab/TOFU files)")
+    root = Path(source)
+    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], root, "TOFU")
+    if params["forget_split"] not in FORGET_SPLITS:
+        raise DataError(root, f"--suite-option tofu.forget_split={params['forget_split']!r}: expected one of "
+                              f"{', '.join(FORGET_SPLITS)}")
+    if (root / "tofu").is_dir():
+        root = root / "tofu"  # the zoo's data folder holds several suites
+    fields = {
+        "forget": {"question": str, "answer": str, "paraphrased_answer": str, "perturbed_answer": list},
+        "retain": {"question": str, "answer": str, "paraphrased_answer": str, "perturbed_answer": list},
+        "real_authors": {"question": str, "answer": str, "perturbed_answer": list},
+        "world_facts": {"question": str, "answer": str, "perturbed_answer": list},
+        "holdout": {"question": str, "answer": str},
+    }
+    sets, paths = {}, []
+    for name, stem in _files(params["forget_split"]).items():
+        path = next((p for p in (root / f"{stem}.json", root / f"{stem}.jsonl") if p.is_file()), None)
+        if path is None:
+            raise DataError(root / f"{stem}.json", "file not found (the TOFU layout: forget10_perturbed, "
+                                                   "retain_perturbed, real_authors_perturbed, "
+                                                   "world_facts_perturbed, holdout10)")
+        items = _read(path, name, fields[name])
+        sets[name] = items[: params["max_items"]] if params["max_items"] else items
+        paths.append(path)
+    return TofuData(sets=sets, params=params, fingerprint=f"{fingerprint_files(paths)}-{params_digest(params)}",
+                    source=str(root))
