@@ -162,7 +162,7 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
 @pytest.mark.real_model
 def test_every_tofu_metric_equals_a_naive_implementation_on_smollm2(smollm2, smollm2_dir, zoo_tofu, tmp_path):
     """SmolLM2-135M-Instruct with its chat template on the zoo's TOFU set
-    (8 items a set), a noise-perturbed copy as the retain model."""
+    (5 items a set), a noise-perturbed copy as the retain model."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -180,7 +180,7 @@ def test_every_tofu_metric_equals_a_naive_implementation_on_smollm2(smollm2, smo
     model.save_pretrained(retain_dir)
     AutoTokenizer.from_pretrained(str(smollm2_dir)).save_pretrained(retain_dir)
     retain = ModelHandle.load(str(retain_dir), name="retain", device="cpu")
-    data = tofu_data.load(zoo_tofu, {"max_items": "8"})
+    data = tofu_data.load(zoo_tofu, {"max_items": "5"})
     refs = References(retain=retain, memo=SuiteMemo(DiskCache(tmp_path / "cache"), "tofu", data.fingerprint, 1))
     ours = tofu.evaluate(smollm2, data, refs)
     naive = naive_metrics(smollm2_dir, retain_dir, data)
