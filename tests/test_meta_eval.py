@@ -119,5 +119,5 @@ def test_the_command_prints_the_table_and_writes_a_page_chromium_renders(tmp_pat
         page = browser.new_page()
         page.goto((tmp_path / "out" / "meta_eval.html").as_uri())
         assert page.locator("#meta-eval tr").count() == 1 + 2
-        assert page.locator('figure.plot[data-plot="faithfulness-robustness"] circle.metric-point').count() == 1
+        assert page.locator('figure.plot[data-plot="faithfulness-robustness"] circle').count() == 1
         browser.close()

@@ -160,27 +160,17 @@ def table(result: dict) -> str:
 
 
 def render_html(result: dict) -> str:
-    """A self-contained page: the table and the faithfulness-vs-robustness scatter (inline SVG)."""
-    width, height, pad = 560, 420, 50
-    points = [(r, r["faithfulness"]["auc"], r["robustness"]["HM"]) for r in result["metrics"]
+    """A self-contained page: the table and the faithfulness-vs-robustness
+    scatter (the report's own SVG scatter; HM is drawn clipped to [0, 1], the
+    table holds every value)."""
+    from unlearnbench.report.html import scatter
+
+    points = [(r["metric"], r["faithfulness"]["auc"], min(max(r["robustness"]["HM"], 0.0), 1.0))
+              for r in result["metrics"]
               if r["faithfulness"] and r["robustness"] and r["robustness"].get("HM") is not None]
-    low = min([0.0, *(hm for _, _, hm in points)])
-
-    def x(v):
-        return pad + v * (width - 2 * pad)
-
-    def y(v):
-        return height - pad - (v - low) / (1 - low or 1) * (height - 2 * pad)
-
-    dots = "".join(
-        f'<circle class="metric-point" cx="{x(f):.1f}" cy="{y(hm):.1f}" r="5"><title>{html.escape(r["metric"])}: '
-        f'AUC {f:.3f}, HM {hm:.3f}</title></circle><text x="{x(f) + 7:.1f}" y="{y(hm) - 7:.1f}">'
-        f'{html.escape(r["metric"])}</text>' for r, f, hm in points)
-    axes = (f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#333"/>'
-            f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#333"/>'
-            f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">faithfulness (AUC)</text>'
-            f'<text x="14" y="{height / 2}" transform="rotate(-90 14 {height / 2})" text-anchor="middle">'
-            f'robustness HM(R, Q)</text>')
+    figure = scatter("Faithfulness vs robustness", points, "faithfulness (AUC)", "robustness HM(R, Q)",
+                     "faithfulness-robustness", "Top right: a metric that separates knowing from never-seeing "
+                                                "checkpoints and holds under relearning and quantization.")
     rows = []
     for r in result["metrics"]:
         faith, rob = r["faithfulness"], r["robustness"] or {}
@@ -195,9 +185,7 @@ def render_html(result: dict) -> str:
             "</head><body><h1>Meta-evaluation</h1>"
             f"<p>knows: {html.escape(', '.join(labels['knows']))}; never saw: "
             f"{html.escape(', '.join(labels['never_saw']))}; retain: {html.escape(labels['retain'])}</p>"
-            f"<p id='convention'>{html.escape(result['convention'])}</p>"
-            f"<figure class='plot' data-plot='faithfulness-robustness'><svg width='{width}' height='{height}' "
-            f"xmlns='http://www.w3.org/2000/svg'>{axes}{dots}</svg></figure>"
+            f"<p id='convention'>{html.escape(result['convention'])}</p>{figure}"
             "<table id='meta-eval'><tr><th>metric</th><th>faithfulness AUC [95% CI]</th><th>R</th><th>Q</th>"
             f"<th>HM</th></tr>{''.join(rows)}</table></body></html>")
 

@@ -38,6 +38,9 @@ def _e(value) -> str:
     return html.escape(str(value), quote=True)
 
 
+TOFU_QUALITY_FLOOR = 1e-12
+
+
 def _fmt(value) -> str:
     if value is None:
         return ""
@@ -186,6 +189,17 @@ def suite_plots(report: dict) -> dict[str, list[str]]:
         plots["dusk"].append(scatter("Forget vs utility trade-off", points, "unique-forget knowledge (lower = forgot)",
                                      "utility: mean of shared and unique-retain knowledge", "tradeoff",
                                      "Top-left is the goal: forget knowledge gone, retained knowledge kept."))
+    names = [n for n in have("tofu") if None not in (_value(cps[n], "tofu", "forget_quality"),
+                                                      _value(cps[n], "tofu", "model_utility"))]
+    if names:
+        # The OpenUnlearning leaderboard's axes; p-values span many decades, so log10 on [1e-12, 1].
+        points = [(n, _value(cps[n], "tofu", "model_utility"),
+                   1 + math.log10(max(_value(cps[n], "tofu", "forget_quality"), TOFU_QUALITY_FLOOR)) / 12)
+                  for n in names]
+        plots["tofu"] = [scatter("TOFU: forget quality vs model utility", points, "model utility",
+                                 "forget quality: 1 + log10(p) / 12", "tofu-quality-utility",
+                                 "Top right is the goal: truth ratios indistinguishable from the retain model's "
+                                 "(p near 1) with utility kept. p = 0.05 sits at 0.89; p below 1e-12 at 0.")]
     names = [n for n in have("uds") if "details" in cps[n]["suites"]["uds"]["metrics"].get("uds", {})]
     if names:
         profiles = {n: (cps[n]["suites"]["uds"]["metrics"]["uds"]["details"]["layer_profile"]["delta1_mean"],
