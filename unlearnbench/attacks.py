@@ -70,9 +70,11 @@ def build(source, out: Path, attack: Attack) -> Path:
     renamed), unless it is there already. The caller holds `out`'s lock."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     if (out / "config.json").is_file():
         return out
+    hf_logging.disable_progress_bar()  # pytest output is for verdicts, not load bars
     kwargs = {"gguf_file": source.gguf_file} if source.gguf_file else {}
     tokenizer = AutoTokenizer.from_pretrained(str(source.directory), **kwargs)
     # Quantization keeps the checkpoint's own dtype (a bf16 model needs half the memory of float32);
