@@ -101,7 +101,7 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
         ids = prompt_ids(tokenizer, question)
         with torch.no_grad():
             out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                                 max_new_tokens=64, do_sample=False, pad_token_id=tokenizer.eos_token_id)
+                                 max_new_tokens=data.params["max_new_tokens"], do_sample=False, pad_token_id=tokenizer.eos_token_id)
         text = tokenizer.decode(out[0, len(ids):], skip_special_tokens=True)
         for stop in ("\nUser:", "\nQuestion:"):
             text = text.split(stop)[0]

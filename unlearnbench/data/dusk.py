@@ -22,11 +22,11 @@ is read with pyarrow from a snapshot folder or the local HF cache:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from unlearnbench.data.jsonl import fingerprint_files, merge_params, params_digest, read_json_list, read_records
+from unlearnbench.data.jsonl import (fingerprint_files, merge_params, params_digest, read_json_list, read_records,
+                                     suite_params)
 from unlearnbench.errors import DataError
 
 STYLES = ("Chronological", "Feature_Story", "Interview", "Inverted_Pyramid", "Listicle")
@@ -115,13 +115,7 @@ def load(data_dir: Path | str | None, options: dict | None = None) -> DuskData:
         root = root / "dusk"  # the zoo's data folder holds several suites
     if not root.is_dir():
         raise DataError(root, "DUSK data directory not found")
-    data_params = {}
-    if (root / "suite.json").is_file():
-        try:
-            data_params = json.loads((root / "suite.json").read_text())
-        except json.JSONDecodeError as exc:
-            raise DataError(root / "suite.json", f"invalid JSON ({exc.msg})", line=exc.lineno) from None
-    params = dusk_params(data_params, options or {}, root)
+    params = dusk_params(suite_params(root), options or {}, root)
     documents = {}
     for style in STYLES:
         path = root / f"{style}.txt"

@@ -82,3 +82,14 @@ def merge_params(defaults: dict, layers: Sequence[tuple[str, dict]], source: obj
             except (TypeError, ValueError):
                 raise DataError(source, f"{origin}: '{key}' must be {kind.__name__}, not {value!r}") from None
     return params
+
+
+def suite_params(folder: Path) -> dict:
+    """The parameters a data folder sets for its suite (`suite.json`), or none."""
+    path = Path(folder) / "suite.json"
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise DataError(path, f"invalid JSON ({exc.msg})", line=exc.lineno) from None

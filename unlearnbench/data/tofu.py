@@ -10,7 +10,9 @@ holds a synthetic set under tofu/).
 - `holdout10`: question, answer (never trained on: privleak's non-members).
 
 `forget_split=forget05` (with `holdout05`) or `forget01` picks the smaller
-splits; `max_items` keeps the first N items of each set (0: all).
+splits; `max_items` keeps the first N items of each set (0: all). A
+`suite.json` in the folder sets parameters for its data (--suite-option
+tofu.KEY=VALUE overrides them).
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import fingerprint_files, merge_params, params_digest
+from unlearnbench.data.jsonl import fingerprint_files, merge_params, params_digest, suite_params
 from unlearnbench.errors import DataError
 
-DEFAULT_PARAMS = {"forget_split": "forget10", "max_items": 0, "max_new_tokens": 64, "mink_k": 0.2}
+# OpenUnlearning's generation default is 200 new tokens; a folder's suite.json may set its own (the zoo's
+# short answers need 32).
+DEFAULT_PARAMS = {"forget_split": "forget10", "max_items": 0, "max_new_tokens": 200, "mink_k": 0.2}
 FORGET_SPLITS = ("forget01", "forget05", "forget10")
 SETS = ("forget", "retain", "real_authors", "world_facts", "holdout")
 
@@ -82,12 +86,13 @@ def load(source: str | Path | None, options: dict | None = None) -> TofuData:
     if source is None:
         raise DataError("tofu", "no data: pass --data-dir tofu=DIR (the locuslab/TOFU files)")
     root = Path(source)
-    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], root, "TOFU")
+    if (root / "tofu").is_dir():
+        root = root / "tofu"  # the zoo's data folder holds several suites
+    params = merge_params(DEFAULT_PARAMS, [("suite.json", suite_params(root)), ("--suite-option", options or {})], root,
+                          "TOFU")
     if params["forget_split"] not in FORGET_SPLITS:
         raise DataError(root, f"--suite-option tofu.forget_split={params['forget_split']!r}: expected one of "
                               f"{', '.join(FORGET_SPLITS)}")
-    if (root / "tofu").is_dir():
-        root = root / "tofu"  # the zoo's data folder holds several suites
     fields = {
         "forget": {"question": str, "answer": str, "paraphrased_answer": str, "perturbed_answer": list},
         "retain": {"question": str, "answer": str, "paraphrased_answer": str, "perturbed_answer": list},

@@ -6,16 +6,17 @@ import re
 from functools import lru_cache
 
 
-@lru_cache(maxsize=1)
-def _rouge_scorer():
+@lru_cache(maxsize=2)
+def _rouge_scorer(stemmed: bool):
     from rouge_score import rouge_scorer
 
-    return rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=False)
+    return rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=stemmed)
 
 
-def rouge(reference: str, generation: str) -> dict[str, float]:
-    """ROUGE-1 / ROUGE-L F1 and recall, `rouge_score` with no stemming."""
-    scores = _rouge_scorer().score(reference, generation)
+def rouge(reference: str, generation: str, *, stemmed: bool = False) -> dict[str, float]:
+    """ROUGE-1 / ROUGE-L F1 and recall, `rouge_score`; with no stemming (the
+    DUSK reference) unless `stemmed` (OpenUnlearning's TOFU and MUSE)."""
+    scores = _rouge_scorer(stemmed).score(reference, generation)
     return {
         "rouge1_f1": scores["rouge1"].fmeasure,
         "rouge1_recall": scores["rouge1"].recall,

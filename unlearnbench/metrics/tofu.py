@@ -159,7 +159,7 @@ def evaluate(handle, data, refs=None) -> dict:
     rouges: dict[str, dict[str, float]] = {}
     details: dict[str, dict] = {}
     for (name, i, item), reply in zip(asked, replies):
-        rouges.setdefault(name, {})[item.id] = rouge(item.answer, reply)["rougeL_recall"]
+        rouges.setdefault(name, {})[item.id] = rouge(item.answer, reply, stemmed=True)["rougeL_recall"]
         details.setdefault(name, {})[item.id] = {"question": item.question, "answer": item.answer, "reply": reply}
 
     out = {}
