@@ -127,3 +127,8 @@ def test_suite_registry_literals_match_their_sources():
     assert SUITES["robustness"].metrics == robustness.METRICS
     assert set(SUITES["robustness"].default_checkpoints) <= set(zoo.RECIPES)
     assert len(robustness.METRICS) == len(robustness_data.PROBES) * (1 + 2 * len(attacks.ATTACKS))
+    from unlearnbench.data import tofu as tofu_data
+    from unlearnbench.metrics import tofu
+
+    assert SUITES["tofu"].metrics == tofu.METRICS
+    assert SUITES["tofu"].options == tuple(tofu_data.DEFAULT_PARAMS)

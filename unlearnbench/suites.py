@@ -94,6 +94,10 @@ ROBUSTNESS_METRICS = tuple(f"{probe}_{what}" for probe in ROBUSTNESS_PROBES for 
 ROBUSTNESS_OPTIONS = ("attacks", "probes", "relearn_set", "relearn_steps", "relearn_learning_rate", "relearn_rank",
                       "relearn_seed", "uds_max_items")
 
+TOFU_METRICS = ("forget_prob", "forget_rouge", "forget_truth_ratio", "forget_quality", "extraction_strength",
+                "exact_memorization", "privleak", "retain_prob", "retain_rouge", "retain_truth_ratio", "ra_prob",
+                "ra_rouge", "ra_truth_ratio", "wf_prob", "wf_rouge", "wf_truth_ratio", "model_utility")
+
 ENTRY_POINT_GROUP = "unlearnbench.suites"
 
 BUILTIN_SUITES: dict[str, SuiteSpec] = {
@@ -169,10 +173,7 @@ BUILTIN_SUITES: dict[str, SuiteSpec] = {
         ),
         SuiteSpec(
             name="tofu",
-            metrics=("forget_prob", "forget_rouge", "forget_truth_ratio", "forget_quality", "extraction_strength",
-                     "exact_memorization", "privleak", "retain_prob", "retain_rouge", "retain_truth_ratio",
-                     "ra_prob", "ra_rouge", "ra_truth_ratio", "wf_prob", "wf_rouge", "wf_truth_ratio",
-                     "model_utility"),
+            metrics=TOFU_METRICS,
             loader="unlearnbench.data.tofu:load",
             evaluator="unlearnbench.metrics.tofu:evaluate",
             version=1,
@@ -180,11 +181,7 @@ BUILTIN_SUITES: dict[str, SuiteSpec] = {
             default_references=(("full", "full"), ("retain", "retain")),
             default_data="zoo",
             options=("forget_split", "max_items", "max_new_tokens", "mink_k"),
-            scales=tuple((m, *UNIT) for m in ("forget_prob", "forget_rouge", "forget_truth_ratio", "forget_quality",
-                                              "extraction_strength", "exact_memorization", "retain_prob",
-                                              "retain_rouge", "retain_truth_ratio", "ra_prob", "ra_rouge",
-                                              "ra_truth_ratio", "wf_prob", "wf_rouge", "wf_truth_ratio",
-                                              "model_utility")),
+            scales=tuple((m, *UNIT) for m in TOFU_METRICS if m != "privleak"),
         ),
         SuiteSpec(
             name="robustness",

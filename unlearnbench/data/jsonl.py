@@ -10,8 +10,10 @@ from typing import Sequence
 from unlearnbench.errors import DataError
 
 
-def read_records(path: Path, required: Sequence[str], *, id_field: str = "id") -> list[dict]:
-    """Records of a JSONL file; every `required` field a non-empty string, ids unique."""
+def read_records(path: Path, required: Sequence[str], *, id_field: str = "id",
+                 lists: Sequence[str] = ()) -> list[dict]:
+    """Records of a JSONL file; every `required` field a non-empty string,
+    every `lists` field a non-empty list of them, ids unique."""
     path = Path(path)
     if not path.is_file():
         raise DataError(path, "file not found")
@@ -30,6 +32,10 @@ def read_records(path: Path, required: Sequence[str], *, id_field: str = "id") -
             if not isinstance(value, str) or not value.strip():
                 problem = "missing" if name not in record else "empty or not a string"
                 raise DataError(path, f"field '{name}' {problem}", line=number)
+        for name in lists:
+            value = record.get(name)
+            if not (isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value)):
+                raise DataError(path, f"field '{name}' missing, empty or not a list of strings", line=number)
         if id_field in required:
             if record[id_field] in seen:
                 raise DataError(

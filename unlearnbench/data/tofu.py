@@ -17,11 +17,10 @@ tofu.KEY=VALUE overrides them).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import fingerprint_files, merge_params, params_digest, suite_params
+from unlearnbench.data.jsonl import fingerprint_files, merge_params, params_digest, read_records, suite_params
 from unlearnbench.errors import DataError
 
 # OpenUnlearning's generation default is 200 new tokens; a folder's suite.json may set its own (the zoo's
@@ -53,33 +52,10 @@ def _files(split: str) -> dict[str, str]:
             "world_facts": "world_facts_perturbed", "holdout": split.replace("forget", "holdout")}
 
 
-def _read(path: Path, name: str, fields: dict[str, type]) -> list[TofuItem]:
-    """JSON lines (locuslab/TOFU's files) or one JSON list; each field checked, `file:line` on error."""
-    text = path.read_text(encoding="utf-8")
-    rows = json.loads(text) if text.lstrip().startswith("[") else None
-    numbered = list(enumerate(rows, 1)) if rows is not None else [
-        (n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    items = []
-    for number, row in numbered:
-        if isinstance(row, str):
-            try:
-                row = json.loads(row)
-            except json.JSONDecodeError as exc:
-                raise DataError(path, f"invalid JSON ({exc.msg})", line=number) from None
-        if not isinstance(row, dict):
-            raise DataError(path, "expected a JSON object", line=number)
-        for field, kind in fields.items():
-            value = row.get(field)
-            good = (isinstance(value, str) and value.strip()) if kind is str else (
-                isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value))
-            if not good:
-                raise DataError(path, f"field '{field}' missing, empty or not a {'string' if kind is str else 'list of strings'}",
-                                line=number)
-        items.append(TofuItem(f"{name}-{len(items)}", row["question"], row["answer"], row.get("paraphrased_answer"),
-                              tuple(row.get("perturbed_answer") or ())))
-    if not items:
-        raise DataError(path, "no records")
-    return items
+def _read(path: Path, name: str, strings: tuple[str, ...], lists: tuple[str, ...]) -> list[TofuItem]:
+    rows = read_records(path, strings, id_field="", lists=lists)
+    return [TofuItem(f"{name}-{i}", row["question"], row["answer"], row.get("paraphrased_answer"),
+                     tuple(row.get("perturbed_answer") or ())) for i, row in enumerate(rows)]
 
 
 def load(source: str | Path | None, options: dict | None = None) -> TofuData:
@@ -93,13 +69,9 @@ def load(source: str | Path | None, options: dict | None = None) -> TofuData:
     if params["forget_split"] not in FORGET_SPLITS:
         raise DataError(root, f"--suite-option tofu.forget_split={params['forget_split']!r}: expected one of "
                               f"{', '.join(FORGET_SPLITS)}")
-    fields = {
-        "forget": {"question": str, "answer": str, "paraphrased_answer": str, "perturbed_answer": list},
-        "retain": {"question": str, "answer": str, "paraphrased_answer": str, "perturbed_answer": list},
-        "real_authors": {"question": str, "answer": str, "perturbed_answer": list},
-        "world_facts": {"question": str, "answer": str, "perturbed_answer": list},
-        "holdout": {"question": str, "answer": str},
-    }
+    qa, perturbed = ("question", "answer"), ("perturbed_answer",)
+    fields = {"forget": (qa + ("paraphrased_answer",), perturbed), "retain": (qa + ("paraphrased_answer",), perturbed),
+              "real_authors": (qa, perturbed), "world_facts": (qa, perturbed), "holdout": (qa, ())}
     sets, paths = {}, []
     for name, stem in _files(params["forget_split"]).items():
         path = next((p for p in (root / f"{stem}.json", root / f"{stem}.jsonl") if p.is_file()), None)
@@ -107,7 +79,7 @@ def load(source: str | Path | None, options: dict | None = None) -> TofuData:
             raise DataError(root / f"{stem}.json", "file not found (the TOFU layout: forget10_perturbed, "
                                                    "retain_perturbed, real_authors_perturbed, "
                                                    "world_facts_perturbed, holdout10)")
-        items = _read(path, name, fields[name])
+        items = _read(path, name, *fields[name])
         sets[name] = items[: params["max_items"]] if params["max_items"] else items
         paths.append(path)
     return TofuData(sets=sets, params=params, fingerprint=f"{fingerprint_files(paths)}-{params_digest(params)}",
