@@ -31,6 +31,8 @@ def test_the_zoo_writes_the_tofu_layout(zoo_tofu):
         assert item.paraphrased and item.answer in item.paraphrased and len(item.perturbed) == 3
         assert all(item.answer not in p for p in item.perturbed)
     assert tofu_data.load(zoo_tofu, {"max_items": "5"}).sets["retain"][4].id == "retain-4"
+    # hf:ID resolves through the HF cache; a local snapshot folder is read the same way.
+    assert tofu_data.load(f"hf:{zoo_tofu}").sets == data.sets
 
 
 def test_bad_tofu_data_is_one_message_naming_the_file_and_line(zoo_tofu, tmp_path):
@@ -49,6 +51,8 @@ def test_bad_tofu_data_is_one_message_naming_the_file_and_line(zoo_tofu, tmp_pat
         tofu_data.load(folder)
     with pytest.raises(DataError, match="forget_split"):
         tofu_data.load(zoo_tofu, {"forget_split": "forget20"})
+    with pytest.raises(DataError, match="hf:nobody/no-such-dataset: not a local folder"):
+        tofu_data.load("hf:nobody/no-such-dataset")
 
 
 def test_the_zoo_gate_passes_retain_and_fails_full_and_the_collapsing_recipes(zoo_gate):

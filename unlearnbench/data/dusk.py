@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from unlearnbench.data.jsonl import (fingerprint_files, merge_params, params_digest, read_json_list, read_records,
-                                     suite_params)
+                                     hf_snapshot, suite_params)
 from unlearnbench.errors import DataError
 
 STYLES = ("Chronological", "Feature_Story", "Interview", "Inverted_Pyramid", "Listicle")
@@ -155,20 +155,6 @@ def hf_split_name(style: str) -> str:
     return f"{'forget' if style == 'Chronological' else 'retain'}_{style.lower()}"
 
 
-def _snapshot(source: str) -> Path:
-    """A local snapshot folder of the HF dataset: a path, or a Hub id resolved
-    through the local HF cache (fetched only when the environment allows it)."""
-    if Path(source).is_dir():
-        return Path(source)
-    try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(source, repo_type="dataset", allow_patterns=["*.parquet", "raw/*"]))
-    except Exception as exc:  # noqa: BLE001 - any hub failure becomes one message
-        raise DataError(f"hf:{source}", f"not a local folder and not resolvable as a dataset id "
-                                        f"({type(exc).__name__}: {exc})") from None
-
-
 def _parquet_rows(root: Path, pattern: str, columns: tuple[str, ...], where: str) -> list[dict]:
     try:
         import pyarrow.parquet as pq
@@ -191,7 +177,7 @@ def _parquet_rows(root: Path, pattern: str, columns: tuple[str, ...], where: str
 
 def _load_hf(source: str, options: dict) -> DuskData:
     """The HF dataset's parquet files (configs eval_* and raw), read directly."""
-    root = _snapshot(source)
+    root = hf_snapshot(source, ["*.parquet", "raw/*"])
     where = f"hf:{source}"
     params = dusk_params({}, options, where)
     documents = {

@@ -99,3 +99,17 @@ def suite_params(folder: Path) -> dict:
         return json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise DataError(path, f"invalid JSON ({exc.msg})", line=exc.lineno) from None
+
+
+def hf_snapshot(source: str, patterns: Sequence[str]) -> Path:
+    """A local snapshot folder of an HF dataset: a path, or a Hub id resolved
+    through the local HF cache (fetched only when the environment allows it)."""
+    if Path(source).is_dir():
+        return Path(source)
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(source, repo_type="dataset", allow_patterns=list(patterns)))
+    except Exception as exc:  # noqa: BLE001 - any hub failure becomes one message
+        raise DataError(f"hf:{source}", f"not a local folder and not resolvable as a dataset id "
+                                        f"({type(exc).__name__}: {exc})") from None

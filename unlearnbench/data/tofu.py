@@ -1,6 +1,7 @@
 """TOFU data in its own layout (SPEC §10): the JSON-lines files of
 locuslab/TOFU, read from a local folder (or the zoo's data folder, which
-holds a synthetic set under tofu/).
+holds a synthetic set under tofu/) or `hf:locuslab/TOFU` (the local HF
+cache; a download only where the environment allows it).
 
 - `forget10_perturbed`: question, answer, paraphrased_answer, perturbed_answer
   (a list): the forget set, with what the truth ratio compares;
@@ -20,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import fingerprint_files, merge_params, params_digest, read_records, suite_params
+from unlearnbench.data.jsonl import (fingerprint_files, hf_snapshot, merge_params, params_digest, read_records,
+                                     suite_params)
 from unlearnbench.errors import DataError
 
 # OpenUnlearning's generation default is 200 new tokens; a folder's suite.json may set its own (the zoo's
@@ -60,8 +62,8 @@ def _read(path: Path, name: str, strings: tuple[str, ...], lists: tuple[str, ...
 
 def load(source: str | Path | None, options: dict | None = None) -> TofuData:
     if source is None:
-        raise DataError("tofu", "no data: pass --data-dir tofu=DIR (the locuslab/TOFU files)")
-    root = Path(source)
+        raise DataError("tofu", "no data: pass --data-dir tofu=DIR (the locuslab/TOFU files) or tofu=hf:locuslab/TOFU")
+    root = hf_snapshot(str(source)[3:], ["*.json"]) if str(source).startswith("hf:") else Path(source)
     if (root / "tofu").is_dir():
         root = root / "tofu"  # the zoo's data folder holds several suites
     params = merge_params(DEFAULT_PARAMS, [("suite.json", suite_params(root)), ("--suite-option", options or {})], root,
