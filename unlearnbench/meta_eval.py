@@ -181,7 +181,7 @@ def render_html(result: dict) -> str:
     labels = result["labels"]
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>unlearnbench meta-evaluation</title>"
             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:4px 8px}circle{fill:#3465a4}text{font-size:11px}</style>"
+            "td,th{border:1px solid #ccc;padding:4px 8px}</style>"
             "</head><body><h1>Meta-evaluation</h1>"
             f"<p>knows: {html.escape(', '.join(labels['knows']))}; never saw: "
             f"{html.escape(', '.join(labels['never_saw']))}; retain: {html.escape(labels['retain'])}</p>"
