@@ -143,6 +143,24 @@ def smollm2(smollm2_dir):
     return ModelHandle.load(str(smollm2_dir), device="cpu")
 
 
+@pytest.fixture(scope="session")
+def perturbed_smollm2_dir(smollm2_dir, tmp_path_factory):
+    """SmolLM2 with Gaussian noise (sd 0.01) on every weight: a retain model
+    for relative metrics that differs from SmolLM2 but still answers."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    directory = tmp_path_factory.mktemp("perturbed-smollm2")
+    model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir), dtype=torch.float32)
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=generator) * 0.01)
+    model.save_pretrained(directory)
+    AutoTokenizer.from_pretrained(str(smollm2_dir)).save_pretrained(directory)
+    return directory
+
+
 class ZooGate:
     """A suite's default gate on the fixture zoo (the zoo's own full and retain
     as references), evaluated through `Bench` as the plugin does."""

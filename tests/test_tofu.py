@@ -164,25 +164,16 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
 
 
 @pytest.mark.real_model
-def test_every_tofu_metric_equals_a_naive_implementation_on_smollm2(smollm2, smollm2_dir, zoo_tofu, tmp_path):
+def test_every_tofu_metric_equals_a_naive_implementation_on_smollm2(smollm2, smollm2_dir, perturbed_smollm2_dir,
+                                                                    zoo_tofu, tmp_path):
     """SmolLM2-135M-Instruct with its chat template on the zoo's TOFU set
     (5 items a set), a noise-perturbed copy as the retain model."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from unlearnbench.cache import DiskCache, SuiteMemo
     from unlearnbench.metrics import tofu
     from unlearnbench.metrics.core import References
     from unlearnbench.models.handle import ModelHandle
 
-    retain_dir = tmp_path / "retain"
-    model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir), dtype=torch.float32)
-    generator = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn(p.shape, generator=generator) * 0.01)
-    model.save_pretrained(retain_dir)
-    AutoTokenizer.from_pretrained(str(smollm2_dir)).save_pretrained(retain_dir)
+    retain_dir = perturbed_smollm2_dir
     retain = ModelHandle.load(str(retain_dir), name="retain", device="cpu")
     data = tofu_data.load(zoo_tofu, {"max_items": "5"})
     refs = References(retain=retain, memo=SuiteMemo(DiskCache(tmp_path / "cache"), "tofu", data.fingerprint, 1))

@@ -97,6 +97,14 @@ ROBUSTNESS_OPTIONS = ("attacks", "probes", "relearn_set", "relearn_steps", "rele
 TOFU_METRICS = ("forget_prob", "forget_rouge", "forget_truth_ratio", "forget_quality", "extraction_strength",
                 "exact_memorization", "privleak", "retain_prob", "retain_rouge", "retain_truth_ratio", "ra_prob",
                 "ra_rouge", "ra_truth_ratio", "wf_prob", "wf_rouge", "wf_truth_ratio", "model_utility")
+MUSE_VERBMEM = tuple(f"verbmem_{m}" for m in ("rougeL_f1", "rougeL_recall", "rouge1_f1", "rouge1_recall",
+                                               "levenshtein", "lcs_ratio"))
+MUSE_METRICS = (*MUSE_VERBMEM, "extraction_strength", "exact_memorization", "knowmem_forget_rougeL_recall",
+                "knowmem_forget_rougeL_f1", "knowmem_retain_rougeL_recall", "knowmem_retain_rougeL_f1",
+                "mia_auc_holdout_forget", "privleak", "privleak_magnitude", "retain_deviation")
+MUSE_PERCENT_METRICS = ("privleak", "privleak_magnitude", "retain_deviation")  # unbounded
+MUSE_OPTIONS = ("max_items", "verbmem_max_new_tokens", "knowmem_max_new_tokens", "icl_shots", "privleak_max_tokens",
+                "mink_k", "privleak_score")
 
 ENTRY_POINT_GROUP = "unlearnbench.suites"
 
@@ -182,6 +190,18 @@ BUILTIN_SUITES: dict[str, SuiteSpec] = {
             default_data="zoo",
             options=("forget_split", "max_items", "max_new_tokens", "mink_k"),
             scales=tuple((m, *UNIT) for m in TOFU_METRICS if m != "privleak"),
+        ),
+        SuiteSpec(
+            name="muse",
+            metrics=MUSE_METRICS,
+            loader="unlearnbench.data.muse:load",
+            evaluator="unlearnbench.metrics.muse:evaluate",
+            version=1,
+            default_checkpoints=FAMILY,
+            default_references=(("full", "full"), ("retain", "retain")),
+            default_data="zoo",
+            options=MUSE_OPTIONS,
+            scales=tuple((m, *UNIT) for m in MUSE_METRICS if m not in MUSE_PERCENT_METRICS),
         ),
         SuiteSpec(
             name="robustness",

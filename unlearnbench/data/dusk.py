@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from unlearnbench.data.jsonl import (fingerprint_files, merge_params, params_digest, read_json_list, read_records,
-                                     hf_snapshot, suite_params)
+from unlearnbench.data.jsonl import (fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
+                                     read_json_list, read_records, suite_params)
 from unlearnbench.errors import DataError
 
 STYLES = ("Chronological", "Feature_Story", "Interview", "Inverted_Pyramid", "Listicle")
@@ -155,42 +155,22 @@ def hf_split_name(style: str) -> str:
     return f"{'forget' if style == 'Chronological' else 'retain'}_{style.lower()}"
 
 
-def _parquet_rows(root: Path, pattern: str, columns: tuple[str, ...], where: str) -> list[dict]:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise DataError(where, "reading the HF dataset needs pyarrow (pip install 'unlearnbench[hf]')") from None
-    files = sorted(root.glob(pattern))
-    if not files:
-        raise DataError(root / pattern, "no such parquet file in the dataset snapshot")
-    rows = []
-    for path in files:
-        table = pq.read_table(path)
-        missing = set(columns) - set(table.column_names)
-        if missing:
-            raise DataError(path, f"missing column(s) {', '.join(sorted(missing))} (has: {', '.join(table.column_names)})")
-        rows.extend(table.select(list(columns)).to_pylist())
-    if not rows:
-        raise DataError(root / pattern, "no rows")
-    return rows
-
-
 def _load_hf(source: str, options: dict) -> DuskData:
     """The HF dataset's parquet files (configs eval_* and raw), read directly."""
     root = hf_snapshot(source, ["*.parquet", "raw/*"])
     where = f"hf:{source}"
     params = dusk_params({}, options, where)
     documents = {
-        style: "\n\n".join(r["text"] for r in _parquet_rows(root, f"raw/{hf_split_name(style)}-*.parquet", ("text",), where))
+        style: "\n\n".join(r["text"] for r in parquet_rows(root, f"raw/{hf_split_name(style)}-*.parquet", ("text",), where))
         for style in STYLES
     }
     qa = {name: [QAItem(f"{name}-{i}", r["question"], r["answer"]) for i, r in enumerate(
-        _parquet_rows(root, f"{HF_CONFIGS[name]}-*.parquet", ("question", "answer"), where))] for name in QA_FILES}
+        parquet_rows(root, f"{HF_CONFIGS[name]}-*.parquet", ("question", "answer"), where))] for name in QA_FILES}
     icl = [QAItem(f"icl-{i}", r["question"], r["answer"])
-           for i, r in enumerate(_parquet_rows(root, "eval_icl-*.parquet", ("question", "answer"), where))]
+           for i, r in enumerate(parquet_rows(root, "eval_icl-*.parquet", ("question", "answer"), where))]
     verbatim = [VerbatimItem(f"verbatim-{i}", r["prompt"], r["gt"])
-                for i, r in enumerate(_parquet_rows(root, "eval_verbatim-*.parquet", ("prompt", "gt"), where))]
-    holdout = "\n\n".join(r["text"] for r in _parquet_rows(root, "eval_holdout-*.parquet", ("text",), where))
+                for i, r in enumerate(parquet_rows(root, "eval_verbatim-*.parquet", ("prompt", "gt"), where))]
+    holdout = "\n\n".join(r["text"] for r in parquet_rows(root, "eval_holdout-*.parquet", ("text",), where))
     files = sorted(p for p in root.rglob("*.parquet"))
     return DuskData(
         documents=documents, qa=qa, icl=icl, verbatim=verbatim, holdout=holdout, params=params,

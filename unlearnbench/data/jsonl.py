@@ -113,3 +113,24 @@ def hf_snapshot(source: str, patterns: Sequence[str]) -> Path:
     except Exception as exc:  # noqa: BLE001 - any hub failure becomes one message
         raise DataError(f"hf:{source}", f"not a local folder and not resolvable as a dataset id "
                                         f"({type(exc).__name__}: {exc})") from None
+
+
+def parquet_rows(root: Path, pattern: str, columns: tuple[str, ...], where: str) -> list[dict]:
+    """The rows (`columns` only) of the parquet files matching `pattern` under `root`."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DataError(where, "reading the HF dataset needs pyarrow (pip install 'unlearnbench[hf]')") from None
+    files = sorted(root.glob(pattern))
+    if not files:
+        raise DataError(root / pattern, "no such parquet file in the dataset snapshot")
+    rows = []
+    for path in files:
+        table = pq.read_table(path)
+        missing = set(columns) - set(table.column_names)
+        if missing:
+            raise DataError(path, f"missing column(s) {', '.join(sorted(missing))} (has: {', '.join(table.column_names)})")
+        rows.extend(table.select(list(columns)).to_pylist())
+    if not rows:
+        raise DataError(root / pattern, "no rows")
+    return rows

@@ -36,9 +36,15 @@ PL_SIGN = ("PL = (H_m - H_r) / H_r x 100, H = AUC(holdout, forget) under the mod
            "PL < 0: under-unlearning; ideal 0")
 
 
+def qa_block(examples) -> str:
+    """In-context examples ({question, answer} items) as the DUSK and MUSE
+    reference codes write them: "Question: ...\nAnswer: ...\n\n" each."""
+    return "".join(f"Question: {q.question}\nAnswer: {q.answer}\n\n" for q in examples)
+
+
 def qa_prefix(data: DuskData) -> str:
     """The ICL block, exactly as the DUSK reference code builds it."""
-    return "".join(f"Question: {q.question}\nAnswer: {q.answer}\n\n" for q in data.icl[: data.params["icl_shots"]])
+    return qa_block(data.icl[: data.params["icl_shots"]])
 
 
 def qa_prompt(question: str) -> str:
@@ -52,39 +58,48 @@ def verbatim_references(handle, data: DuskData) -> list[str]:
 
 
 def verbatim_metrics(references: list[str], generations: list[str], ids: list[str], prompts: list[str],
-                     embedder: Embedder, params: dict) -> dict[str, MetricResult]:
-    """Every verbatim metric from one set of generations."""
-    scores = [rouge(r, g) for r, g in zip(references, generations)]
+                     embedder: Embedder | None, params: dict, *, stemmed: bool = False,
+                     prefix: str = "verbatim") -> dict[str, MetricResult]:
+    """Every verbatim metric from one set of generations: `{prefix}_rougeL_f1`
+    and the rest (DUSK's verbatim set; MUSE's VerbMem with `stemmed` ROUGE,
+    as OpenUnlearning scores it, and no embedding model)."""
+    scores = [rouge(r, g, stemmed=stemmed) for r, g in zip(references, generations)]
     per_metric = {
-        "verbatim_rougeL_f1": [s["rougeL_f1"] for s in scores],
-        "verbatim_rougeL_recall": [s["rougeL_recall"] for s in scores],
-        "verbatim_rouge1_f1": [s["rouge1_f1"] for s in scores],
-        "verbatim_rouge1_recall": [s["rouge1_recall"] for s in scores],
-        "verbatim_levenshtein": [levenshtein_similarity(r, g) for r, g in zip(references, generations)],
-        "verbatim_lcs_ratio": [lcs_ratio(r, g) for r, g in zip(references, generations)],
-        "verbatim_embedding_cosine": embedder.cosine(references, generations),
+        f"{prefix}_rougeL_f1": [s["rougeL_f1"] for s in scores],
+        f"{prefix}_rougeL_recall": [s["rougeL_recall"] for s in scores],
+        f"{prefix}_rouge1_f1": [s["rouge1_f1"] for s in scores],
+        f"{prefix}_rouge1_recall": [s["rouge1_recall"] for s in scores],
+        f"{prefix}_levenshtein": [levenshtein_similarity(r, g) for r, g in zip(references, generations)],
+        f"{prefix}_lcs_ratio": [lcs_ratio(r, g) for r, g in zip(references, generations)],
     }
+    if embedder is not None:
+        per_metric[f"{prefix}_embedding_cosine"] = embedder.cosine(references, generations)
     details = {"items": {i: {"prompt_tail": p[-300:], "reference": r, "generation": g}
                          for i, p, r, g in zip(ids, prompts, references, generations)}}
     out = {}
     for name, values in per_metric.items():
         out[name] = mean_result(name, dict(zip(ids, values)), higher_is_better=False, params=params,
-                                details=details if name == "verbatim_rougeL_f1" else {})
+                                details=details if name == f"{prefix}_rougeL_f1" else {})
     return out
+
+
+def qa_rouge_metrics(prefix: str, items, generations: list[str], params: dict, *, higher_is_better: bool,
+                     stemmed: bool = False) -> dict[str, MetricResult]:
+    """`{prefix}_rougeL_recall` and `{prefix}_rougeL_f1` of greedy answers
+    against the gold answers (DUSK's UFK/SK/URK, MUSE's KnowMem)."""
+    scores = [rouge(q.answer, g, stemmed=stemmed) for q, g in zip(items, generations)]
+    details = {"items": {q.id: {"question": q.question, "answer": q.answer, "generation": g}
+                         for q, g in zip(items, generations)}}
+    return {f"{prefix}_{key}": mean_result(f"{prefix}_{key}", {q.id: s[key] for q, s in zip(items, scores)},
+                                           higher_is_better=higher_is_better, params=params,
+                                           details=details if key == "rougeL_recall" else {})
+            for key in ("rougeL_recall", "rougeL_f1")}
 
 
 def knowledge_metrics(data: DuskData, generations: dict[str, list[str]], params: dict) -> dict[str, MetricResult]:
     out = {}
     for short, qa_set in QA_SETS.items():
-        items = data.qa[qa_set]
-        scores = [rouge(q.answer, g) for q, g in zip(items, generations[qa_set])]
-        details = {"items": {q.id: {"question": q.question, "answer": q.answer, "generation": g}
-                             for q, g in zip(items, generations[qa_set])}}
-        higher = short != "ufk"
-        for key in ("rougeL_recall", "rougeL_f1"):
-            name = f"{short}_{key}"
-            out[name] = mean_result(name, {q.id: s[key] for q, s in zip(items, scores)}, higher_is_better=higher,
-                                    params=params, details=details if key == "rougeL_recall" else {})
+        out |= qa_rouge_metrics(short, data.qa[qa_set], generations[qa_set], params, higher_is_better=short != "ufk")
     return out
 
 
@@ -96,8 +111,9 @@ def membership_scores(handle, data: DuskData) -> dict:
     return mia.score_texts(handle, mia_texts(data), data.params["mia_chunk_tokens"], data.params["mink_k"])
 
 
-def membership_metrics(model: dict, retain: dict | None, params: dict) -> dict:
-    score = mia.DEFAULT_SCORE
+def membership_metrics(model: dict, retain: dict | None, params: dict, score: str = mia.DEFAULT_SCORE) -> dict:
+    """AUC(holdout, forget), PL, |PL| and RD from the `score` of each chunk
+    (DUSK's membership metrics; MUSE's PrivLeak is the same PL)."""
     aucs = {s: mia.auc(model["holdout"][s], model["forget"][s]) for s in mia.SCORES}
     n = len(model["forget"][score]) + len(model["holdout"][score])
     out = {"mia_auc_holdout_forget": MetricResult(

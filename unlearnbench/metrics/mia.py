@@ -43,7 +43,7 @@ def chunk_scores(logprobs: np.ndarray, vocab_mean: np.ndarray, vocab_var: np.nda
     }
 
 
-def chunk_token_ids(handle, text: str, chunk_tokens: int) -> list[list[int]]:
+def chunk_token_ids(handle, text: str, chunk_tokens: int, *, truncate: bool = False) -> list[list[int]]:
     """Non-overlapping chunks of `chunk_tokens` tokens, each with the
     tokenizer's BOS (if any) in front so its first token is scored too.
 
@@ -51,20 +51,26 @@ def chunk_token_ids(handle, text: str, chunk_tokens: int) -> list[list[int]]:
     chunk is dropped: a 154-token tail is not an AUC sample of the same weight
     as a full chunk. A text shorter than one chunk keeps its one (partial)
     chunk, where the reference would drop the text altogether.
+
+    `truncate`: one sample per text, its first `chunk_tokens` tokens (MUSE's
+    convention: each article is one member or non-member, cut at 2048 tokens).
     """
     bos = handle.encode("", add_special_tokens=True)
     size = chunk_tokens - len(bos)
     ids = handle.encode(text, add_special_tokens=False)
-    if len(ids) < size:
+    if len(ids) < size or truncate:
+        ids = ids[:size]
         return [bos + ids] if len(bos + ids) > 1 else []
     return [bos + ids[i : i + size] for i in range(0, len(ids) - size + 1, size)]
 
 
-def score_texts(handle, texts: dict[str, list[str]], chunk_tokens: int, k: float) -> dict[str, dict[str, list]]:
-    """{set name: {score name: [per chunk]}} from ONE teacher-forced pass per chunk."""
+def score_texts(handle, texts: dict[str, list[str]], chunk_tokens: int, k: float, *,
+                truncate: bool = False) -> dict[str, dict[str, list]]:
+    """{set name: {score name: [per chunk]}} from ONE teacher-forced pass per
+    chunk (per text with `truncate`: see `chunk_token_ids`)."""
     chunk_tokens = min(chunk_tokens, handle.context_length)
     chunks = [(name, ids) for name, items in texts.items() for text in items
-              for ids in chunk_token_ids(handle, text, chunk_tokens)]
+              for ids in chunk_token_ids(handle, text, chunk_tokens, truncate=truncate)]
     bos = len(handle.encode("", add_special_tokens=True))
     scored = handle.token_logprobs([ids for _, ids in chunks], [max(bos, 1)] * len(chunks), vocab_stats=True)
     out = {name: {s: [] for s in SCORES} for name in texts}
@@ -73,7 +79,6 @@ def score_texts(handle, texts: dict[str, list[str]], chunk_tokens: int, k: float
         for score, value in chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, text, k).items():
             out[name][score].append(value)
     return out
-
 
 
 def comparison_matrix(a, b) -> np.ndarray:

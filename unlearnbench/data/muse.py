@@ -1,0 +1,154 @@
+"""MUSE data in its own layout (SPEC §10): the muse-bench/MUSE-News and
+MUSE-Books splits OpenUnlearning evaluates, read from a local folder (or the
+zoo's data folder, which holds a synthetic set under muse/) or
+`hf:muse-bench/MUSE-News` / `hf:muse-bench/MUSE-Books` (the local HF cache;
+a download only where the environment allows it).
+
+    verbmem/forget            {prompt, gt}: forget-text openings and their continuations
+    knowmem/forget_qa         {question, answer} about the forget texts
+    knowmem/forget_qa_icl     the in-context examples for forget_qa
+    knowmem/retain_qa         {question, answer} about the retain texts (utility)
+    knowmem/retain_qa_icl     the in-context examples for retain_qa
+    privleak/forget           {text}: members (trained on, to be forgotten)
+    privleak/retain           {text}: members that stay (`retain2` on the Hub)
+    privleak/holdout          {text}: never trained on
+
+Each split is `<split>.json` (a JSON list of objects, or of strings for
+privleak), `<split>.jsonl`, or the Hub's `<split>-*.parquet`. `max_items`
+keeps the first N items of each split (0: all). A `suite.json` in the folder
+sets parameters for its data (--suite-option muse.KEY=VALUE overrides them).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from unlearnbench.data.jsonl import (fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
+                                     suite_params)
+from unlearnbench.errors import DataError
+from unlearnbench.metrics.mia import SCORES
+
+# OpenUnlearning's MUSE settings: 128 new tokens for VerbMem, 32 for KnowMem,
+# every ICL example, texts cut at 2048 tokens, k = 0.4. `icl_shots` -1 means all.
+DEFAULT_PARAMS = {"max_items": 0, "verbmem_max_new_tokens": 128, "knowmem_max_new_tokens": 32, "icl_shots": -1,
+                  "privleak_max_tokens": 2048, "mink_k": 0.4, "privleak_score": "minkpp"}
+# (folder, split): the fields each record needs, and the Hub's other names for the split.
+SPLITS = {
+    ("verbmem", "forget"): (("prompt", "gt"), ()),
+    ("knowmem", "forget_qa"): (("question", "answer"), ()),
+    ("knowmem", "forget_qa_icl"): (("question", "answer"), ()),
+    ("knowmem", "retain_qa"): (("question", "answer"), ()),
+    ("knowmem", "retain_qa_icl"): (("question", "answer"), ()),
+    ("privleak", "forget"): (("text",), ()),
+    ("privleak", "retain"): (("text",), ("retain2",)),
+    ("privleak", "holdout"): (("text",), ()),
+}
+
+
+@dataclass(frozen=True)
+class QAItem:
+    id: str
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class VerbatimItem:
+    id: str
+    prompt: str
+    gt: str
+
+
+@dataclass(frozen=True)
+class MuseData:
+    verbmem: list[VerbatimItem]
+    knowmem: dict[str, list[QAItem]]  # forget_qa, forget_qa_icl, retain_qa, retain_qa_icl
+    privleak: dict[str, list[str]]  # forget, retain, holdout
+    params: dict
+    fingerprint: str
+    source: str
+
+    def icl(self, split: str) -> list[QAItem]:
+        """The in-context examples for `split` (forget_qa or retain_qa)."""
+        examples = self.knowmem[f"{split}_icl"]
+        shots = self.params["icl_shots"]
+        return examples if shots < 0 else examples[:shots]
+
+
+def _records(path: Path, fields: tuple[str, ...]) -> list[dict]:
+    """A JSON list (of objects, or of strings when the split has one field) or JSON lines."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        loaded = json.loads(text)
+        rows, lines = (loaded if isinstance(loaded, list) else [loaded]), None
+    except json.JSONDecodeError:
+        rows, lines = [], []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise DataError(path, f"invalid JSON ({exc.msg})", line=number) from None
+                lines.append(number)
+    if not rows:
+        raise DataError(path, "no records")
+    out = []
+    for i, row in enumerate(rows):
+        where = {"line": lines[i]} if lines else {}
+        if isinstance(row, str) and len(fields) == 1:
+            row = {fields[0]: row}
+        if not isinstance(row, dict):
+            raise DataError(path, f"item {i}: expected a JSON object with {', '.join(fields)}", **where)
+        for name in fields:
+            if not isinstance(row.get(name), str) or not row[name].strip():
+                raise DataError(path, f"item {i}: field '{name}' missing, empty or not a string", **where)
+        out.append(row)
+    return out
+
+
+def _split(root: Path, folder: str, split: str, where: str) -> tuple[list[dict], list[Path]]:
+    fields, aliases = SPLITS[(folder, split)]
+    for name in (split, *aliases):
+        for suffix in (".json", ".jsonl"):
+            path = root / folder / f"{name}{suffix}"
+            if path.is_file():
+                return _records(path, fields), [path]
+        parquet = sorted((root / folder).glob(f"{name}-*.parquet"))
+        if parquet:
+            return parquet_rows(root / folder, f"{name}-*.parquet", fields, where), parquet
+    raise DataError(root / folder / f"{split}.json",
+                    "file not found (the MUSE layout: verbmem/forget, knowmem/{forget,retain}_qa[_icl], "
+                    "privleak/{forget,retain,holdout}; .json, .jsonl or the Hub's parquet)")
+
+
+def load(source: str | Path | None, options: dict | None = None) -> MuseData:
+    if source is None:
+        raise DataError("muse", "no data: pass --data-dir muse=DIR (the MUSE layout) or muse=hf:muse-bench/MUSE-News")
+    where = str(source)
+    root = hf_snapshot(where[3:], ["verbmem/*", "knowmem/*", "privleak/*"]) if where.startswith("hf:") else Path(source)
+    if (root / "muse").is_dir():
+        root = root / "muse"  # the zoo's data folder holds several suites
+    if not root.is_dir():
+        raise DataError(root, "MUSE data directory not found")
+    params = merge_params(DEFAULT_PARAMS, [("suite.json", suite_params(root)), ("--suite-option", options or {})],
+                          root, "MUSE")
+    if params["privleak_score"] not in SCORES:
+        raise DataError(root, f"privleak_score must be one of {', '.join(SCORES)}, not {params['privleak_score']!r}")
+    rows, paths = {}, []
+    for folder, split in SPLITS:
+        rows[(folder, split)], files = _split(root, folder, split, where)
+        paths += files
+    keep = params["max_items"] or None
+
+    def first(folder: str, split: str) -> list[dict]:
+        # The ICL examples are a prompt, not a sample: max_items leaves them whole.
+        return rows[(folder, split)] if split.endswith("_icl") else rows[(folder, split)][:keep]
+
+    verbmem = [VerbatimItem(f"verbmem-{i}", r["prompt"], r["gt"]) for i, r in enumerate(first("verbmem", "forget"))]
+    knowmem = {split: [QAItem(f"{split}-{i}", r["question"], r["answer"]) for i, r in enumerate(first(folder, split))]
+               for folder, split in SPLITS if folder == "knowmem"}
+    privleak = {split: [r["text"] for r in first(folder, split)] for folder, split in SPLITS if folder == "privleak"}
+    return MuseData(verbmem=verbmem, knowmem=knowmem, privleak=privleak, params=params,
+                    fingerprint=f"{fingerprint_files(paths)}-{params_digest(params)}", source=where)
