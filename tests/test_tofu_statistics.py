@@ -57,3 +57,26 @@ def test_normalised_probability_and_model_utility_by_hand():
 def test_extraction_strength_and_exact_memorization_by_hand(argmax, gold, es, em):
     assert tofu.extraction_strength(argmax, gold) == pytest.approx(es)
     assert tofu.exact_memorization(argmax, gold) == pytest.approx(em)
+
+
+def test_privleak_score_chooses_the_membership_statistic():
+    """Min-K%++ (the default, SPEC §10) and Min-K% (OpenUnlearning's choice,
+    privleak_score=mink) rank these answers oppositely, worked by hand.
+
+    Forget answer F: log-probs (-1, -1), vocab mean -3, sd 1: Min-K% (k = 0.5:
+    the lowest 1 of 2) = -1, Min-K%++ = (-1 + 3) / 1 = 2.
+    Holdout answer H: log-probs (-0.5, -0.5), vocab mean -0.2, sd 1: Min-K%
+    = -0.5, Min-K%++ = -0.3. Min-K%++ puts F above H (AUC 1), Min-K% below (AUC 0)."""
+    from types import SimpleNamespace
+
+    from unlearnbench.data.tofu import TofuItem
+    from unlearnbench.models.interface import TokenScores
+
+    def scores(logprob: float, mean: float) -> TokenScores:
+        return TokenScores(np.array([1, 2]), np.full(2, logprob), np.full(2, mean), np.ones(2))
+
+    sets = {"forget": [TofuItem("f", "q", "a", None, ())], "holdout": [TofuItem("h", "q", "a", None, ())]}
+    scored = {("forget", 0, "answer", 0): scores(-1.0, -3.0), ("holdout", 0, "answer", 0): scores(-0.5, -0.2)}
+    for score, expected in (("minkpp", 1.0), ("mink", 0.0)):
+        data = SimpleNamespace(sets=sets, params={"mink_k": 0.5, "privleak_score": score})
+        assert tofu.membership_auc(scored, data) == expected, score

@@ -132,3 +132,8 @@ def test_suite_registry_literals_match_their_sources():
 
     assert SUITES["tofu"].metrics == tofu.METRICS
     assert SUITES["tofu"].options == tuple(tofu_data.DEFAULT_PARAMS)
+    from unlearnbench.data import muse as muse_data
+    from unlearnbench.metrics import muse
+
+    assert SUITES["muse"].metrics == muse.METRICS
+    assert SUITES["muse"].options == tuple(muse_data.DEFAULT_PARAMS)

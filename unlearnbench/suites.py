@@ -188,7 +188,7 @@ BUILTIN_SUITES: dict[str, SuiteSpec] = {
             default_checkpoints=FAMILY,
             default_references=(("full", "full"), ("retain", "retain")),
             default_data="zoo",
-            options=("forget_split", "max_items", "max_new_tokens", "mink_k"),
+            options=("forget_split", "max_items", "max_new_tokens", "mink_k", "privleak_score"),
             scales=tuple((m, *UNIT) for m in TOFU_METRICS if m != "privleak"),
         ),
         SuiteSpec(

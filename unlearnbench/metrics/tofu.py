@@ -132,20 +132,23 @@ def truth_ratios(scored: dict, data, name: str) -> dict[str, float]:
     return out
 
 
-def membership_auc(scored: dict, data, k: float) -> float:
-    """AUC(forget answers above holdout answers) of the Min-K%++ score: 1 = the forget answers look trained on."""
-    def minkpp(name: str) -> list[float]:
-        return [mia.chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, item.answer, k)["minkpp"]
+def membership_auc(scored: dict, data) -> float:
+    """AUC(forget answers above holdout answers) of the `privleak_score`
+    (Min-K%++ by default): 1 = the forget answers look trained on."""
+    k, score = data.params["mink_k"], data.params["privleak_score"]
+
+    def scores(name: str) -> list[float]:
+        return [mia.chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, item.answer, k)[score]
                 for i, item in enumerate(data.sets[name]) for s in [scored[(name, i, "answer", 0)]]]
 
-    return mia.auc(minkpp("forget"), minkpp("holdout"))
+    return mia.auc(scores("forget"), scores("holdout"))
 
 
 def reference_statistics(model, data) -> dict:
     """What the relative metrics need from the retain model: its forget truth ratios and membership AUC."""
     scored, stats = teacher_forced(model, data, ("forget", "holdout"))
     return {"forget_truth_ratios": truth_ratios(scored, data, "forget"),
-            "membership_auc": membership_auc(scored, data, data.params["mink_k"]) if stats else None}
+            "membership_auc": membership_auc(scored, data) if stats else None}
 
 
 def evaluate(handle, data, refs=None) -> dict:
@@ -220,14 +223,14 @@ def evaluate(handle, data, refs=None) -> dict:
         out["privleak"] = Unavailable("privleak", f"Min-K%++ needs the full next-token distribution, which the "
                                                   f"backend of {handle.name} or the retain model does not give")
         return out
-    auc_m, auc_r = 1 - membership_auc(scored, data, params["mink_k"]), 1 - retain["membership_auc"]
+    auc_m, auc_r = 1 - membership_auc(scored, data), 1 - retain["membership_auc"]
     if auc_r == 0:
         out["privleak"] = Unavailable("privleak", "undefined: the retain model's 1 - AUC(forget vs holdout) is 0")
     else:
         value = (auc_m - auc_r) / auc_r * 100
         out["privleak"] = MetricResult("privleak", value, len(forget), (value, value), higher_is_better=False,
-                                       params={**params, "score": "minkpp"}, ideal=0.0,
+                                       params=params, ideal=0.0,
                                        details={"auc_prime": {"model": auc_m, "retain": auc_r},
                                                 "formula": "(AUC'_m - AUC'_r) / AUC'_r x 100, AUC' = 1 - "
-                                                           "AUC(forget vs holdout, Min-K%++)"})
+                                                           f"AUC(forget vs holdout, {params['privleak_score']})"})
     return out

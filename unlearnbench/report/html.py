@@ -200,6 +200,15 @@ def suite_plots(report: dict) -> dict[str, list[str]]:
                                  "forget quality: 1 + log10(p) / 12", "tofu-quality-utility",
                                  "Top right is the goal: truth ratios indistinguishable from the retain model's "
                                  "(p near 1) with utility kept. p = 0.05 sits at 0.89; p below 1e-12 at 0.")]
+    axes = ("knowmem_retain_rougeL_f1", "verbmem_rougeL_f1")
+    names = [n for n in have("muse") if None not in [_value(cps[n], "muse", m) for m in axes]]
+    if names:
+        points = [(n, *(_value(cps[n], "muse", m) for m in axes)) for n in names]
+        plots["muse"] = [scatter("MUSE: verbatim memorization vs utility", points,
+                                 "utility: KnowMem on retain (ROUGE-L F1)", "VerbMem on forget (ROUGE-L F1)",
+                                 "muse-verbmem-utility",
+                                 "Bottom right is the goal: forget texts reproduced no better than by the retain "
+                                 "model, retain knowledge kept.")]
     names = [n for n in have("uds") if "details" in cps[n]["suites"]["uds"]["metrics"].get("uds", {})]
     if names:
         profiles = {n: (cps[n]["suites"]["uds"]["metrics"]["uds"]["details"]["layer_profile"]["delta1_mean"],
