@@ -16,7 +16,7 @@ from openai_server import CompletionsServer
 
 from unlearnbench.backends import LoadSettings, backend_for
 from unlearnbench.errors import CheckpointError, MissingCapability, UnlearnbenchError
-from unlearnbench.metrics.core import Unavailable
+from unlearnbench.metrics.core import MetricResult, Unavailable
 from unlearnbench.models.checkpoint import CheckpointSpec
 from unlearnbench.models.handle import ModelHandle
 
@@ -28,6 +28,10 @@ LOGPROB_TOLERANCE = 1e-4
 ENDPOINT_UNAVAILABLE = {
     ("dusk", "mia_auc_holdout_forget"), ("dusk", "privacy_leakage"), ("dusk", "privacy_leakage_magnitude"),
     ("dusk", "retain_deviation"), ("honesty", "first_token_entropy"), ("uds", "uds"),
+    # No teacher-forced argmax or vocabulary statistics from an endpoint.
+    ("tofu", "extraction_strength"), ("tofu", "exact_memorization"), ("tofu", "privleak"),
+    ("muse", "extraction_strength"), ("muse", "exact_memorization"), ("muse", "mia_auc_holdout_forget"),
+    ("muse", "privleak"), ("muse", "privleak_magnitude"), ("muse", "retain_deviation"),
 }
 
 
@@ -92,6 +96,28 @@ def test_the_endpoint_gives_the_hf_backends_log_probs_generations_and_label_scor
     assert all(len(call["body"].get("stop", [])) <= 4 for call in ga_server.calls)
 
 
+def test_openunlearnings_min_k_privleak_needs_no_vocabulary_statistics(ga_server, zoo_family, cache_dir):
+    """With privleak_score=mink (OpenUnlearning's score) an endpoint gives
+    TOFU's and MUSE's privleak, equal to the in-process value; with Min-K%++
+    (the default) it cannot."""
+    from unlearnbench.data import muse as muse_data
+    from unlearnbench.data import tofu as tofu_data
+    from unlearnbench.fixtures import zoo
+    from unlearnbench.metrics import muse, tofu
+    from unlearnbench.metrics.core import References
+
+    local = ModelHandle.load(str(zoo_family["ga"]), name="ga", device="cpu")
+    remote = endpoint(ga_server, tokenizer=zoo_family["ga"])
+    refs = References(retain=ModelHandle.load(str(zoo_family["retain"]), name="retain", device="cpu"))
+    folder = zoo.data_dir(cache_dir)
+    for suite, loader in ((tofu, tofu_data.load), (muse, muse_data.load)):
+        mink = loader(folder, {"privleak_score": "mink", "mink_k": "0.4"})
+        mine, theirs = (suite.evaluate(model, mink, refs)["privleak"] for model in (local, remote))
+        assert isinstance(mine, MetricResult) and isinstance(theirs, MetricResult), (suite.__name__, theirs)
+        assert theirs.value == pytest.approx(mine.value, abs=1e-6)
+        assert isinstance(suite.evaluate(remote, loader(folder), refs)["privleak"], Unavailable)
+
+
 def test_without_a_tokenizer_every_metric_is_unavailable_with_the_reason(ga_server):
     remote = endpoint(ga_server)
     with pytest.raises(MissingCapability, match="--tokenizer ga=DIR"):
@@ -143,7 +169,7 @@ def test_a_served_name_the_server_does_not_serve_is_refused(ga_server, tmp_path)
 def bench_metrics(model, zoo_family, cache_dir, data_dir, tokenizers=None) -> dict:
     from unlearnbench.session import Bench, BenchOptions
 
-    suites = ["smoke", "dusk", "honesty", "conceptguard", "uds"]
+    suites = ["smoke", "dusk", "honesty", "conceptguard", "uds", "tofu", "muse"]
     bench = Bench(BenchOptions(models=[model], full=CheckpointSpec("full", str(zoo_family["full"])),
                                retain=CheckpointSpec("retain", str(zoo_family["retain"])), cache_dir=cache_dir,
                                device="cpu", tokenizers=tokenizers or {},

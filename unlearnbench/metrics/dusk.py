@@ -114,7 +114,7 @@ def membership_scores(handle, data: DuskData) -> dict:
 def membership_metrics(model: dict, retain: dict | None, params: dict, score: str = mia.DEFAULT_SCORE) -> dict:
     """AUC(holdout, forget), PL, |PL| and RD from the `score` of each chunk
     (DUSK's membership metrics; MUSE's PrivLeak is the same PL)."""
-    aucs = {s: mia.auc(model["holdout"][s], model["forget"][s]) for s in mia.SCORES}
+    aucs = {s: mia.auc(model["holdout"][s], model["forget"][s]) for s in model["forget"]}
     n = len(model["forget"][score]) + len(model["holdout"][score])
     out = {"mia_auc_holdout_forget": MetricResult(
         "mia_auc_holdout_forget", aucs[score], n, _auc_ci(model, score), higher_is_better=True, ideal="retain",

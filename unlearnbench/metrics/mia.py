@@ -32,15 +32,20 @@ def lowest_fraction_mean(values: np.ndarray, k: float) -> float:
     return float(np.sort(values)[:count].mean())
 
 
-def chunk_scores(logprobs: np.ndarray, vocab_mean: np.ndarray, vocab_var: np.ndarray, text: str, k: float) -> dict:
-    z = (logprobs - vocab_mean) / np.maximum(np.sqrt(vocab_var), SIGMA_FLOOR)
+def chunk_scores(logprobs: np.ndarray, vocab_mean: np.ndarray | None, vocab_var: np.ndarray | None, text: str,
+                 k: float) -> dict:
+    """Every score of one chunk; Min-K%++ only with the vocabulary statistics
+    (a backend that sees only the given tokens' log-probs has none)."""
     mean_logprob = float(np.mean(logprobs))
-    return {
+    scores = {
         "loss": mean_logprob,
         "zlib": mean_logprob / len(zlib.compress(text.encode("utf-8"))),
         "mink": lowest_fraction_mean(logprobs, k),
-        "minkpp": lowest_fraction_mean(z, k),
     }
+    if vocab_mean is not None:
+        z = (logprobs - vocab_mean) / np.maximum(np.sqrt(vocab_var), SIGMA_FLOOR)
+        scores["minkpp"] = lowest_fraction_mean(z, k)
+    return scores
 
 
 def chunk_token_ids(handle, text: str, chunk_tokens: int, *, truncate: bool = False) -> list[list[int]]:
@@ -65,15 +70,17 @@ def chunk_token_ids(handle, text: str, chunk_tokens: int, *, truncate: bool = Fa
 
 
 def score_texts(handle, texts: dict[str, list[str]], chunk_tokens: int, k: float, *,
-                truncate: bool = False) -> dict[str, dict[str, list]]:
+                truncate: bool = False, vocab_stats: bool = True) -> dict[str, dict[str, list]]:
     """{set name: {score name: [per chunk]}} from ONE teacher-forced pass per
-    chunk (per text with `truncate`: see `chunk_token_ids`)."""
+    chunk (per text with `truncate`: see `chunk_token_ids`). Without
+    `vocab_stats` the pass needs only the chunk's own log-probs (an endpoint
+    gives them) and every score but Min-K%++ is there."""
     chunk_tokens = min(chunk_tokens, handle.context_length)
     chunks = [(name, ids) for name, items in texts.items() for text in items
               for ids in chunk_token_ids(handle, text, chunk_tokens, truncate=truncate)]
     bos = len(handle.encode("", add_special_tokens=True))
-    scored = handle.token_logprobs([ids for _, ids in chunks], [max(bos, 1)] * len(chunks), vocab_stats=True)
-    out = {name: {s: [] for s in SCORES} for name in texts}
+    scored = handle.token_logprobs([ids for _, ids in chunks], [max(bos, 1)] * len(chunks), vocab_stats=vocab_stats)
+    out = {name: {s: [] for s in SCORES if vocab_stats or s != "minkpp"} for name in texts}
     for (name, ids), s in zip(chunks, scored):
         text = handle.decode(ids)
         for score, value in chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, text, k).items():

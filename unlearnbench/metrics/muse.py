@@ -35,9 +35,11 @@ METRICS = (*VERBMEM_METRICS, "extraction_strength", "exact_memorization",
 
 
 def membership_scores(handle, data: MuseData) -> dict:
-    """Every membership score of every PrivLeak text, each text one sample cut at `privleak_max_tokens`."""
+    """Every membership score of every PrivLeak text, each text one sample cut
+    at `privleak_max_tokens`; the vocabulary statistics only for Min-K%++ (so
+    an endpoint gives OpenUnlearning's Min-K% privleak)."""
     return mia.score_texts(handle, data.privleak, data.params["privleak_max_tokens"], data.params["mink_k"],
-                           truncate=True)
+                           truncate=True, vocab_stats=data.params["privleak_score"] == "minkpp")
 
 
 def memorization_metrics(handle, data: MuseData, params: dict) -> dict:

@@ -99,8 +99,9 @@ SHORT = {"retain": "retain", "real_authors": "ra", "world_facts": "wf"}
 def teacher_forced(model, data, sets) -> tuple[dict, bool]:
     """ONE teacher-forced pass over every answer, paraphrase and perturbed
     answer of `sets`, after the question's chat prompt: {(set, i, kind, k):
-    TokenScores}, and whether it carries the vocabulary statistics Min-K%++
-    needs (an endpoint backend gives none: the pass then runs without)."""
+    TokenScores}, and whether privleak's membership score can be computed
+    from it: Min-K%++ (the default) needs the vocabulary statistics, which
+    an endpoint backend does not give (the pass then runs without them)."""
     keys, contexts, continuations = [], [], []
     for name in sets:
         for i, item in enumerate(data.sets[name]):
@@ -112,10 +113,11 @@ def teacher_forced(model, data, sets) -> tuple[dict, bool]:
                 contexts.append(prompt)
                 continuations.append(text)
     try:
-        scores, stats = model.score_continuations(contexts, continuations, vocab_stats=True), True
+        vocab_stats = data.params["privleak_score"] == "minkpp"
+        scores, membership = model.score_continuations(contexts, continuations, vocab_stats=vocab_stats), True
     except MissingCapability:
-        scores, stats = model.score_continuations(contexts, continuations), False
-    return dict(zip(keys, scores)), stats
+        scores, membership = model.score_continuations(contexts, continuations), False
+    return dict(zip(keys, scores)), membership
 
 
 def _nll(scores) -> float:
@@ -146,15 +148,15 @@ def membership_auc(scored: dict, data) -> float:
 
 def reference_statistics(model, data) -> dict:
     """What the relative metrics need from the retain model: its forget truth ratios and membership AUC."""
-    scored, stats = teacher_forced(model, data, ("forget", "holdout"))
+    scored, membership = teacher_forced(model, data, ("forget", "holdout"))
     return {"forget_truth_ratios": truth_ratios(scored, data, "forget"),
-            "membership_auc": membership_auc(scored, data) if stats else None}
+            "membership_auc": membership_auc(scored, data) if membership else None}
 
 
 def evaluate(handle, data, refs=None) -> dict:
     refs = refs or References()
     params = dict(data.params)
-    scored, stats = teacher_forced(handle, data, ("forget", "retain", "real_authors", "world_facts", "holdout"))
+    scored, membership = teacher_forced(handle, data, ("forget", "retain", "real_authors", "world_facts", "holdout"))
     asked = [(name, i, item) for name in ("forget", "retain", "real_authors", "world_facts")
              for i, item in enumerate(data.sets[name])]
     replies = handle.generate([first_turn_prompt(handle, item.question) for _, _, item in asked],
@@ -219,7 +221,7 @@ def evaluate(handle, data, refs=None) -> dict:
     quality = forget_quality(list(forget_tr.values()), list(retain["forget_truth_ratios"].values()))
     out["forget_quality"] = MetricResult("forget_quality", quality, len(forget_tr), (quality, quality),
                                          higher_is_better=True, params={**params, "test": "scipy ks_2samp"})
-    if not stats or retain["membership_auc"] is None:
+    if not membership or retain["membership_auc"] is None:
         out["privleak"] = Unavailable("privleak", f"Min-K%++ needs the full next-token distribution, which the "
                                                   f"backend of {handle.name} or the retain model does not give")
         return out
