@@ -41,7 +41,9 @@ def test_the_zoo_writes_the_muse_layout(zoo_muse):
 
 
 def test_the_hub_parquet_layout_reads_as_the_json_one(zoo_muse, tmp_path):
-    """muse-bench/MUSE-News: `<config>/<split>-00000-of-00001.parquet`, privleak's retain split named retain2."""
+    """muse-bench/MUSE-News: `<config>/<split>-00000-of-00001.parquet`,
+    privleak's retain split named retain2, and older JSON files beside the
+    parquet ones: the parquet files are what `datasets` reads, so they win."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -51,6 +53,7 @@ def test_the_hub_parquet_layout_reads_as_the_json_one(zoo_muse, tmp_path):
         target = tmp_path / "snapshot" / path.parent.name / f"{split}-00000-of-00001.parquet"
         target.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.Table.from_pylist(rows), target)
+        target.with_name(f"{split}.json").write_text(json.dumps(rows[:1]))  # stale: ignored
     from_hub = muse_data.load(f"hf:{tmp_path / 'snapshot'}", {"icl_shots": "0"})
     local = muse_data.load(zoo_muse)
     assert (from_hub.verbmem, from_hub.knowmem, from_hub.privleak) == (local.verbmem, local.knowmem, local.privleak)

@@ -13,8 +13,10 @@ a download only where the environment allows it).
     privleak/retain           {text}: members that stay (`retain2` on the Hub)
     privleak/holdout          {text}: never trained on
 
-Each split is `<split>.json` (a JSON list of objects, or of strings for
-privleak), `<split>.jsonl`, or the Hub's `<split>-*.parquet`. `max_items`
+Each split is the Hub's `<split>-*.parquet`, `<split>.json` (a JSON list of
+objects, or of strings for privleak) or `<split>.jsonl`, in that order: the
+Hub repositories hold both parquet and older JSON files, and the parquet
+files are what `datasets.load_dataset` (so OpenUnlearning) reads. `max_items`
 keeps the first N items of each split (0: all). A `suite.json` in the folder
 sets parameters for its data (--suite-option muse.KEY=VALUE overrides them).
 """
@@ -111,13 +113,13 @@ def _records(path: Path, fields: tuple[str, ...]) -> list[dict]:
 def _split(root: Path, folder: str, split: str, where: str) -> tuple[list[dict], list[Path]]:
     fields, aliases = SPLITS[(folder, split)]
     for name in (split, *aliases):
+        parquet = sorted((root / folder).glob(f"{name}-*.parquet"))
+        if parquet:
+            return parquet_rows(root / folder, f"{name}-*.parquet", fields, where), parquet
         for suffix in (".json", ".jsonl"):
             path = root / folder / f"{name}{suffix}"
             if path.is_file():
                 return _records(path, fields), [path]
-        parquet = sorted((root / folder).glob(f"{name}-*.parquet"))
-        if parquet:
-            return parquet_rows(root / folder, f"{name}-*.parquet", fields, where), parquet
     raise DataError(root / folder / f"{split}.json",
                     "file not found (the MUSE layout: verbmem/forget, knowmem/{forget,retain}_qa[_icl], "
                     "privleak/{forget,retain,holdout}; .json, .jsonl or the Hub's parquet)")
