@@ -111,11 +111,11 @@ def test_openunlearnings_min_k_privleak_needs_no_vocabulary_statistics(ga_server
     refs = References(retain=ModelHandle.load(str(zoo_family["retain"]), name="retain", device="cpu"))
     folder = zoo.data_dir(cache_dir)
     for suite, loader in ((tofu, tofu_data.load), (muse, muse_data.load)):
-        mink = loader(folder, {"privleak_score": "mink", "mink_k": "0.4"})
+        mink = loader(folder, {"privleak_score": "mink", "mink_k": "0.4", "max_items": "8"})
         mine, theirs = (suite.evaluate(model, mink, refs)["privleak"] for model in (local, remote))
         assert isinstance(mine, MetricResult) and isinstance(theirs, MetricResult), (suite.__name__, theirs)
         assert theirs.value == pytest.approx(mine.value, abs=1e-6)
-        assert isinstance(suite.evaluate(remote, loader(folder), refs)["privleak"], Unavailable)
+        assert isinstance(suite.evaluate(remote, loader(folder, {"max_items": "8"}), refs)["privleak"], Unavailable)
 
 
 def test_without_a_tokenizer_every_metric_is_unavailable_with_the_reason(ga_server):
