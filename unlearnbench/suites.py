@@ -104,7 +104,7 @@ MUSE_METRICS = (*MUSE_VERBMEM, "extraction_strength", "exact_memorization", "kno
                 "mia_auc_holdout_forget", "privleak", "privleak_magnitude", "retain_deviation")
 MUSE_PERCENT_METRICS = ("privleak", "privleak_magnitude", "retain_deviation")  # unbounded
 MUSE_OPTIONS = ("max_items", "verbmem_max_new_tokens", "knowmem_max_new_tokens", "icl_shots", "privleak_max_tokens",
-                "mink_k", "privleak_score")
+                "mink_k", "privleak_score", "convention")
 
 ENTRY_POINT_GROUP = "unlearnbench.suites"
 
@@ -188,7 +188,7 @@ BUILTIN_SUITES: dict[str, SuiteSpec] = {
             default_checkpoints=FAMILY,
             default_references=(("full", "full"), ("retain", "retain")),
             default_data="zoo",
-            options=("forget_split", "max_items", "max_new_tokens", "mink_k", "privleak_score"),
+            options=("forget_split", "max_items", "max_new_tokens", "mink_k", "privleak_score", "convention"),
             scales=tuple((m, *UNIT) for m in TOFU_METRICS if m != "privleak"),
         ),
         SuiteSpec(

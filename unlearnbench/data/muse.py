@@ -29,13 +29,15 @@ from pathlib import Path
 
 from unlearnbench.data.jsonl import (fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
                                      suite_params)
+from unlearnbench.data.openunlearning import privleak_params
 from unlearnbench.errors import DataError
-from unlearnbench.metrics.mia import SCORES
 
 # OpenUnlearning's MUSE settings: 128 new tokens for VerbMem, 32 for KnowMem,
 # every ICL example, texts cut at 2048 tokens, k = 0.4. `icl_shots` -1 means all.
+# privleak scores with Min-K%++ (SPEC §10); convention=reference computes it as
+# OpenUnlearning's configuration does (data/openunlearning.py).
 DEFAULT_PARAMS = {"max_items": 0, "verbmem_max_new_tokens": 128, "knowmem_max_new_tokens": 32, "icl_shots": -1,
-                  "privleak_max_tokens": 2048, "mink_k": 0.4, "privleak_score": "minkpp"}
+                  "privleak_max_tokens": 2048, "mink_k": 0.4, "privleak_score": "minkpp", "convention": "spec"}
 # (folder, split): the fields each record needs, and the Hub's other names for the split.
 SPLITS = {
     ("verbmem", "forget"): (("prompt", "gt"), ()),
@@ -136,8 +138,7 @@ def load(source: str | Path | None, options: dict | None = None) -> MuseData:
         raise DataError(root, "MUSE data directory not found")
     params = merge_params(DEFAULT_PARAMS, [("suite.json", suite_params(root)), ("--suite-option", options or {})],
                           root, "MUSE")
-    if params["privleak_score"] not in SCORES:
-        raise DataError(root, f"privleak_score must be one of {', '.join(SCORES)}, not {params['privleak_score']!r}")
+    params = privleak_params(params, options or {}, root, "muse")
     rows, paths = {}, []
     for folder, split in SPLITS:
         rows[(folder, split)], files = _split(root, folder, split, where)

@@ -26,25 +26,26 @@ DEFAULT_SCORE = "minkpp"
 SIGMA_FLOOR = 1e-6
 
 
-def lowest_fraction_mean(values: np.ndarray, k: float) -> float:
-    """Mean of the ceil(k * n) smallest values (at least one)."""
-    count = max(1, math.ceil(k * len(values)))
+def lowest_fraction_mean(values: np.ndarray, k: float, *, floor: bool = False) -> float:
+    """Mean of the ceil(k * n) smallest values, or int(k * n) with `floor` (as
+    the DUSK and OpenUnlearning codes count); at least one."""
+    count = max(1, int(k * len(values)) if floor else math.ceil(k * len(values)))
     return float(np.sort(values)[:count].mean())
 
 
 def chunk_scores(logprobs: np.ndarray, vocab_mean: np.ndarray | None, vocab_var: np.ndarray | None, text: str,
-                 k: float) -> dict:
+                 k: float, *, floor: bool = False) -> dict:
     """Every score of one chunk; Min-K%++ only with the vocabulary statistics
     (a backend that sees only the given tokens' log-probs has none)."""
     mean_logprob = float(np.mean(logprobs))
     scores = {
         "loss": mean_logprob,
         "zlib": mean_logprob / len(zlib.compress(text.encode("utf-8"))),
-        "mink": lowest_fraction_mean(logprobs, k),
+        "mink": lowest_fraction_mean(logprobs, k, floor=floor),
     }
     if vocab_mean is not None:
         z = (logprobs - vocab_mean) / np.maximum(np.sqrt(vocab_var), SIGMA_FLOOR)
-        scores["minkpp"] = lowest_fraction_mean(z, k)
+        scores["minkpp"] = lowest_fraction_mean(z, k, floor=floor)
     return scores
 
 
@@ -70,11 +71,12 @@ def chunk_token_ids(handle, text: str, chunk_tokens: int, *, truncate: bool = Fa
 
 
 def score_texts(handle, texts: dict[str, list[str]], chunk_tokens: int, k: float, *,
-                truncate: bool = False, vocab_stats: bool = True) -> dict[str, dict[str, list]]:
+                truncate: bool = False, vocab_stats: bool = True, floor: bool = False) -> dict[str, dict[str, list]]:
     """{set name: {score name: [per chunk]}} from ONE teacher-forced pass per
     chunk (per text with `truncate`: see `chunk_token_ids`). Without
     `vocab_stats` the pass needs only the chunk's own log-probs (an endpoint
-    gives them) and every score but Min-K%++ is there."""
+    gives them) and every score but Min-K%++ is there. `floor`: see
+    `lowest_fraction_mean`."""
     chunk_tokens = min(chunk_tokens, handle.context_length)
     chunks = [(name, ids) for name, items in texts.items() for text in items
               for ids in chunk_token_ids(handle, text, chunk_tokens, truncate=truncate)]
@@ -83,7 +85,7 @@ def score_texts(handle, texts: dict[str, list[str]], chunk_tokens: int, k: float
     out = {name: {s: [] for s in SCORES if vocab_stats or s != "minkpp"} for name in texts}
     for (name, ids), s in zip(chunks, scored):
         text = handle.decode(ids)
-        for score, value in chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, text, k).items():
+        for score, value in chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, text, k, floor=floor).items():
             out[name][score].append(value)
     return out
 

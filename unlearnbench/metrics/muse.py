@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from unlearnbench.data.muse import MuseData
+from unlearnbench.data.openunlearning import floor_count
 from unlearnbench.errors import MissingCapability
 from unlearnbench.metrics import dusk, mia
 from unlearnbench.metrics.core import References, Unavailable, mean_result
@@ -39,7 +40,8 @@ def membership_scores(handle, data: MuseData) -> dict:
     at `privleak_max_tokens`; the vocabulary statistics only for Min-K%++ (so
     an endpoint gives OpenUnlearning's Min-K% privleak)."""
     return mia.score_texts(handle, data.privleak, data.params["privleak_max_tokens"], data.params["mink_k"],
-                           truncate=True, vocab_stats=data.params["privleak_score"] == "minkpp")
+                           truncate=True, vocab_stats=data.params["privleak_score"] == "minkpp",
+                           floor=floor_count(data.params))
 
 
 def memorization_metrics(handle, data: MuseData, params: dict) -> dict:

@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 from scipy.stats import hmean, ks_2samp
 
+from unlearnbench.data.openunlearning import floor_count
 from unlearnbench.errors import MissingCapability
 from unlearnbench.metrics import mia
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
@@ -137,10 +138,10 @@ def truth_ratios(scored: dict, data, name: str) -> dict[str, float]:
 def membership_auc(scored: dict, data) -> float:
     """AUC(forget answers above holdout answers) of the `privleak_score`
     (Min-K%++ by default): 1 = the forget answers look trained on."""
-    k, score = data.params["mink_k"], data.params["privleak_score"]
+    k, score, floor = data.params["mink_k"], data.params["privleak_score"], floor_count(data.params)
 
     def scores(name: str) -> list[float]:
-        return [mia.chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, item.answer, k)[score]
+        return [mia.chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, item.answer, k, floor=floor)[score]
                 for i, item in enumerate(data.sets[name]) for s in [scored[(name, i, "answer", 0)]]]
 
     return mia.auc(scores("forget"), scores("holdout"))

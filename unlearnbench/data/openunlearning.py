@@ -1,0 +1,37 @@
+"""The privleak settings the tofu and muse loaders share (SPEC §10).
+
+`convention=spec` (the default) scores membership with `privleak_score`
+(Min-K%++) at `mink_k`, counting the lowest ceil(k·n) tokens. With
+`convention=reference`, privleak is computed as OpenUnlearning's configs do
+(`configs/eval/{tofu,muse}_metrics/privleak.yaml` -> `mia_min_k`): Min-K% at
+k = 0.4, counting int(k·n) tokens, so the numbers can sit beside published ones.
+"""
+
+from __future__ import annotations
+
+from unlearnbench.errors import DataError
+from unlearnbench.metrics.mia import SCORES
+
+CONVENTIONS = ("spec", "reference")
+REFERENCE_PRIVLEAK = {"privleak_score": "mink", "mink_k": 0.4}
+
+
+def privleak_params(params: dict, options: dict, source: object, suite: str) -> dict:
+    """`params` checked, with the reference convention's privleak settings in place."""
+    if params["convention"] not in CONVENTIONS:
+        raise DataError(source, f"--suite-option {suite}.convention={params['convention']}: expected one of "
+                                f"{', '.join(CONVENTIONS)}")
+    if params["convention"] == "reference":
+        clash = sorted(set(REFERENCE_PRIVLEAK) & set(options))
+        if clash:
+            raise DataError(source, f"--suite-option {suite}.convention=reference sets {' and '.join(clash)} itself "
+                                    f"(OpenUnlearning's Min-K% at k = 0.4): drop {' and '.join(clash)}")
+        params = {**params, **REFERENCE_PRIVLEAK}
+    if params["privleak_score"] not in SCORES:
+        raise DataError(source, f"privleak_score must be one of {', '.join(SCORES)}, not {params['privleak_score']!r}")
+    return params
+
+
+def floor_count(params: dict) -> bool:
+    """Whether Min-K% counts int(k·n) tokens (OpenUnlearning) rather than ceil(k·n)."""
+    return params["convention"] == "reference"
