@@ -97,7 +97,7 @@ def test_the_endpoint_gives_the_hf_backends_log_probs_generations_and_label_scor
 
 
 def test_openunlearnings_min_k_privleak_needs_no_vocabulary_statistics(ga_server, zoo_family, cache_dir):
-    """With privleak_score=mink (OpenUnlearning's score) an endpoint gives
+    """With convention=reference (OpenUnlearning's Min-K%) an endpoint gives
     TOFU's and MUSE's privleak, equal to the in-process value; with Min-K%++
     (the default) it cannot."""
     from unlearnbench.data import muse as muse_data
@@ -111,7 +111,7 @@ def test_openunlearnings_min_k_privleak_needs_no_vocabulary_statistics(ga_server
     refs = References(retain=ModelHandle.load(str(zoo_family["retain"]), name="retain", device="cpu"))
     folder = zoo.data_dir(cache_dir)
     for suite, loader in ((tofu, tofu_data.load), (muse, muse_data.load)):
-        mink = loader(folder, {"privleak_score": "mink", "mink_k": "0.4", "max_items": "8"})
+        mink = loader(folder, {"convention": "reference", "max_items": "8"})
         mine, theirs = (suite.evaluate(model, mink, refs)["privleak"] for model in (local, remote))
         assert isinstance(mine, MetricResult) and isinstance(theirs, MetricResult), (suite.__name__, theirs)
         assert theirs.value == pytest.approx(mine.value, abs=1e-6)
