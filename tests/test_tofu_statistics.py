@@ -78,5 +78,5 @@ def test_privleak_score_chooses_the_membership_statistic():
     sets = {"forget": [TofuItem("f", "q", "a", None, ())], "holdout": [TofuItem("h", "q", "a", None, ())]}
     scored = {("forget", 0, "answer", 0): scores(-1.0, -3.0), ("holdout", 0, "answer", 0): scores(-0.5, -0.2)}
     for score, expected in (("minkpp", 1.0), ("mink", 0.0)):
-        data = SimpleNamespace(sets=sets, params={"mink_k": 0.5, "privleak_score": score})
+        data = SimpleNamespace(sets=sets, params={"mink_k": 0.5, "privleak_score": score, "convention": "spec"})
         assert tofu.membership_auc(scored, data) == expected, score
