@@ -1,7 +1,7 @@
 """MUSE's criteria a single checkpoint answers, as OpenUnlearning computes
 them (SPEC §10), sharing DUSK's code where the definitions coincide.
 
-One checkpoint costs four passes:
+One checkpoint costs five passes:
 1. ONE greedy pass over the VerbMem openings feeds every VerbMem metric
    (DUSK's verbatim metrics with stemmed ROUGE: ROUGE-L F1 is MUSE's VerbMem);
 2. ONE teacher-forced pass over opening + continuation feeds extraction
