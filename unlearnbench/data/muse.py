@@ -29,6 +29,7 @@ from pathlib import Path
 
 from unlearnbench.data.jsonl import (fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
                                      suite_params)
+from unlearnbench.data.dusk import QAItem, VerbatimItem  # MUSE's records are DUSK's: one type each
 from unlearnbench.data.openunlearning import privleak_params
 from unlearnbench.errors import DataError
 
@@ -49,20 +50,6 @@ SPLITS = {
     ("privleak", "retain"): (("text",), ("retain2",)),
     ("privleak", "holdout"): (("text",), ()),
 }
-
-
-@dataclass(frozen=True)
-class QAItem:
-    id: str
-    question: str
-    answer: str
-
-
-@dataclass(frozen=True)
-class VerbatimItem:
-    id: str
-    prompt: str
-    gt: str
 
 
 @dataclass(frozen=True)
