@@ -14,7 +14,7 @@ from typing import Iterator
 
 from unlearnbench import progress
 from unlearnbench.backends import LoadSettings, backend_for
-from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache, SuiteMemo
+from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache, SuiteMemo, cache_key
 from unlearnbench.errors import CheckpointError, MissingCapability, NonFiniteOutputError, UnlearnbenchError
 from unlearnbench.metrics.core import Deferred, MetricResult, References, Unavailable, metric_from_dict, seeded
 from unlearnbench.models.checkpoint import CheckpointSpec, judge_source
@@ -236,6 +236,20 @@ class Bench:
                 path).fingerprint_of(path, name=spec.name, settings=self.load_settings)
         return self._fingerprints[path]
 
+    def data_key(self, suite: str) -> dict:
+        """What a suite's results depend on besides the models and the code:
+        its data files, every parameter as resolved (defaults, the data
+        folder's suite.json, --suite-option), and the options as given (for a
+        third-party loader that does not report its parameters). The one place
+        every cache key of a suite, results and reference work, takes them from."""
+        data = self.data(suite)
+        return {"files": data.fingerprint, "params": getattr(data, "params", None),
+                "options": self.options.suite_options.get(suite, {})}
+
+    def memo(self, suite: str) -> SuiteMemo:
+        """The disk memo of reference-model work for `suite` (metrics.core.ReferenceMemo)."""
+        return SuiteMemo(self.cache, suite, cache_key(self.data_key(suite)), SUITES[suite].version)
+
     def _run_parts(self, spec: CheckpointSpec, suite: str) -> dict:
         """Cache key of a suite's results on a checkpoint: its weights, the data
         (with the suite's parameters), the suite's code version, the run's
@@ -248,7 +262,7 @@ class Bench:
         return {
             "op": f"suite:{suite}",
             "model": self.fingerprint_of(spec),
-            "data": self.data(suite).fingerprint,
+            "data": self.data_key(suite),
             "version": SUITES[suite].version,
             "params": {"dtype": self.options.dtype,
                        "device": resolve_device(self.options.device).type if self.options.device_map is None
@@ -330,7 +344,7 @@ class Bench:
         refs = References(
             full=Deferred(lambda: self.reference("full", suite)),
             retain=Deferred(lambda: self.reference("retain", suite)),
-            memo=SuiteMemo(self.cache, suite, data.fingerprint, spec.version), load_model=self.helper_model,
+            memo=self.memo(suite), load_model=self.helper_model,
             attacked=self.attacked)
         with progress.step(f"{handle.name}: {suite} suite"), seeded(self.options.seed):
             try:

@@ -29,6 +29,22 @@ TOKENIZER_FILES = (
     "tokenizer_config.json",
     "special_tokens_map.json",
 )
+# Beyond the tokenizer, what changes how a model is asked or where it stops:
+# the chat template in each of its homes (transformers >= 4.43 writes
+# chat_template.jinja; older, chat_template.json or tokenizer_config.json;
+# extra named templates in additional_chat_templates/), added tokens, and the
+# generation config's EOS ids.
+PROMPTING_FILES = ("chat_template.jinja", "chat_template.json", "added_tokens.json", "generation_config.json")
+EXTRA_TEMPLATES = "additional_chat_templates"
+
+
+def prompting_files(directory: Path) -> list[Path]:
+    """The files of `directory` that decide what the model is asked and where
+    it stops (tokenizer, chat templates, generation config): all fingerprinted."""
+    names = [directory / f for f in (*TOKENIZER_FILES, *PROMPTING_FILES) if (directory / f).is_file()]
+    return names + sorted((directory / EXTRA_TEMPLATES).glob("*.jinja"))
+
+
 # A tokenizer needs at least one of these to be loadable at all.
 TOKENIZER_VOCAB_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -179,7 +195,7 @@ def _resolve_local(path: Path) -> ResolvedCheckpoint:
     if not model_type:
         raise CheckpointError(config, "config.json has no model_type")
     weights = _weight_files(path)
-    tokenizer = [path / f for f in TOKENIZER_FILES if (path / f).is_file()]
+    tokenizer = prompting_files(path)
     if not any(p.name in TOKENIZER_VOCAB_FILES for p in tokenizer):
         raise CheckpointError(path, f"no tokenizer files (expected one of {', '.join(TOKENIZER_VOCAB_FILES)})")
     files = (config, *weights, *tokenizer)

@@ -38,7 +38,7 @@ import numpy as np
 
 from unlearnbench import progress
 from unlearnbench.errors import CheckpointError, MissingCapability
-from unlearnbench.models.checkpoint import TOKENIZER_FILES, TOKENIZER_VOCAB_FILES, fingerprint
+from unlearnbench.models.checkpoint import TOKENIZER_VOCAB_FILES, fingerprint, prompting_files
 from unlearnbench.models.interface import NextToken, TokenScores, cut_at_stop
 from unlearnbench.models.tokenization import Tokenization
 from unlearnbench.openai_api import EndpointError, OpenAIClient
@@ -111,7 +111,7 @@ def source_fingerprint(source: str, *, name: str, settings) -> str:
     checkpoint a new name (or a fresh --cache-dir)."""
     entry = _served_entry(_client(source), source)
     directory = _tokenizer_dir(name, settings)
-    tokenizer = fingerprint(tuple(p for f in TOKENIZER_FILES if (p := directory / f).is_file())) if directory else ""
+    tokenizer = fingerprint(tuple(prompting_files(directory))) if directory else ""
     identity = {"url": parse_source(source)[0], "model": entry.get("id"), "root": entry.get("root"),
                 "tokenizer": tokenizer}
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
