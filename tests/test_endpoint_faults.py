@@ -1,0 +1,123 @@
+"""A hung or slow server never holds a run hostage: --endpoint-timeout,
+--checkpoint-deadline and Ctrl-C end that checkpoint's work in seconds,
+fail its checks with the reason, and keep every other checkpoint's results
+in a report that is always written. Real runs (`pytest suites/smoke` in a
+subprocess) against servers on 127.0.0.1: one answers from a zoo model, one
+lists its model and then never answers a completion."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from openai_server import CompletionsServer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class HungServer:
+    """Lists one model, then holds every POST open until closed."""
+
+    def __init__(self, served: str = "hung"):
+        self.posted = threading.Event()
+        self.release = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_args):
+                pass
+
+            def do_GET(self):  # noqa: N802 - http.server's name
+                body = json.dumps({"data": [{"id": served, "root": "/nowhere"}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):  # noqa: N802
+                server.posted.set()
+                server.release.wait(120)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.source = f"openai:http://127.0.0.1:{self.httpd.server_address[1]}/v1#{served}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def answering(smoke_lm_dir):
+    server = CompletionsServer(smoke_lm_dir, "smoke-a")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def hung():
+    server = HungServer()
+    yield server
+    server.close()
+
+
+def _command(tmp_path, answering, hung, smoke_lm_dir, *extra) -> list[str]:
+    return [sys.executable, "-m", "pytest", "suites/smoke", "-p", "no:cacheprovider", "-q", "--no-progress",
+            "--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "reports"),
+            "--model", f"a=openai:{answering.url}#smoke-a", "--tokenizer", f"a={smoke_lm_dir}",
+            "--model", f"b={hung.source}", "--tokenizer", f"b={smoke_lm_dir}", *extra]
+
+
+def _report(tmp_path) -> dict:
+    return json.loads((tmp_path / "reports" / "latest" / "report.json").read_text())
+
+
+def _checks(report: dict, name: str) -> dict:
+    return report["checkpoints"][name]["suites"]["smoke"]["checks"]
+
+
+@pytest.mark.parametrize("limit, reason", [(["--endpoint-timeout", "2"], "timed out after 2 s"),
+                                           (["--checkpoint-deadline", "3"], "--checkpoint-deadline")])
+def test_a_hung_server_fails_its_checkpoint_in_seconds_and_the_others_keep_their_results(
+        tmp_path, answering, hung, smoke_lm_dir, limit, reason):
+    env = {**os.environ, "OPENAI_API_KEY": ""}
+    run = subprocess.run(_command(tmp_path, answering, hung, smoke_lm_dir, *limit), cwd=ROOT, capture_output=True,
+                         text=True, timeout=240, env=env)
+    output = run.stdout + run.stderr
+    assert run.returncode == 1, output  # b's checks failed; not a usage error, not a crash
+    report = _report(tmp_path)
+    assert report["checkpoints"]["a"]["suites"]["smoke"]["metrics"]["mean_token_logprob"]["value"] < 0
+    assert all(v["outcome"] != "error" for v in _checks(report, "a").values())
+    for verdict in _checks(report, "b").values():
+        assert verdict["outcome"] == "error" and reason in verdict["reason"], verdict
+    assert hung.posted.is_set()
+
+
+def test_ctrl_c_stops_the_run_and_writes_a_report_marked_interrupted(tmp_path, answering, hung, smoke_lm_dir):
+    env = {**os.environ, "OPENAI_API_KEY": "", "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(_command(tmp_path, answering, hung, smoke_lm_dir, "--endpoint-timeout", "600"),
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert hung.posted.wait(180), "the run never reached the hung checkpoint"
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 2, output  # pytest's "interrupted"
+    assert "Ctrl-C" in output and "report:" in output
+    report = _report(tmp_path)
+    assert report["run"]["interrupted"] is True
+    assert all(v["outcome"] != "error" for v in _checks(report, "a").values())  # finished before: kept
+    for verdict in _checks(report, "b").values():
+        assert verdict["outcome"] == "error" and "interrupted" in verdict["reason"], verdict
