@@ -98,8 +98,8 @@ def test_a_hung_server_fails_its_checkpoint_in_seconds_and_the_others_keep_their
     report = _report(tmp_path)
     assert report["checkpoints"]["a"]["suites"]["smoke"]["metrics"]["mean_token_logprob"]["value"] < 0
     assert all(v["outcome"] != "error" for v in _checks(report, "a").values())
-    for verdict in _checks(report, "b").values():
-        assert verdict["outcome"] == "error" and reason in verdict["reason"], verdict
+    evaluated = [v for v in _checks(report, "b").values() if v["outcome"] != "skip"]  # skip: no --full-model
+    assert evaluated and all(v["outcome"] == "error" and reason in v["reason"] for v in evaluated), evaluated
     assert hung.posted.is_set()
 
 
@@ -119,5 +119,5 @@ def test_ctrl_c_stops_the_run_and_writes_a_report_marked_interrupted(tmp_path, a
     report = _report(tmp_path)
     assert report["run"]["interrupted"] is True
     assert all(v["outcome"] != "error" for v in _checks(report, "a").values())  # finished before: kept
-    for verdict in _checks(report, "b").values():
-        assert verdict["outcome"] == "error" and "interrupted" in verdict["reason"], verdict
+    evaluated = [v for v in _checks(report, "b").values() if v["outcome"] != "skip"]
+    assert evaluated and all(v["outcome"] == "error" and "interrupted" in v["reason"] for v in evaluated), evaluated

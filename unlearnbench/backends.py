@@ -36,6 +36,7 @@ class LoadSettings:
     fingerprint_memo: Path | None = None
     tokenizers: dict[str, str] = field(default_factory=dict)  # model name -> tokenizer directory (--tokenizer)
     concurrency: int = 8  # requests in flight per endpoint model
+    endpoint_timeout: float = 120.0  # seconds one endpoint request may wait for its reply
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,12 @@ class OpenAIClient:
     def close(self) -> None:
         self._http.close()
 
+    def __enter__(self) -> "OpenAIClient":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.close()
+
     def _request(self, method: str, path: str, data: bytes | None) -> dict:
         import httpx
 

@@ -74,6 +74,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "here from them (repeatable)")
     group.addoption("--endpoint-concurrency", type=_positive_int, default=8, metavar="N",
                     help="requests in flight per endpoint model (default 8)")
+    group.addoption("--endpoint-timeout", type=_positive_seconds, default=120.0, metavar="SECONDS",
+                    help="how long one request to an openai: endpoint may wait for its reply before it is retried "
+                         "(4 tries in all); default 120")
+    group.addoption("--checkpoint-deadline", type=_positive_seconds, default=None, metavar="SECONDS",
+                    help="wall-clock limit on one checkpoint's evaluation, from its first computed suite: past "
+                         "it, its remaining checks fail with the reason and the run goes on (default: none)")
     group.addoption("--no-progress", action="store_true",
                     help="do not print progress lines (model loading, generation, patching) to stderr")
 
@@ -111,6 +117,19 @@ def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
     return int(text)
+
+
+def _positive_seconds(text: str) -> float:
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
+    return value
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -245,6 +264,8 @@ class PluginState:
                 shard=opt("shard"),
                 tokenizers=dict(opt("tokenizer")),
                 endpoint_concurrency=opt("endpoint_concurrency"),
+                endpoint_timeout=opt("endpoint_timeout"),
+                checkpoint_deadline=opt("checkpoint_deadline"),
             )
         except UnlearnbenchError as exc:
             raise pytest.UsageError(str(exc)) from None
@@ -256,9 +277,12 @@ class PluginState:
 
         try:
             self.load_baseline()
-            from unlearnbench import progress
+            from unlearnbench import cancel, progress
 
             progress.enable(not self.config.getoption("no_progress"))
+            cancel.install_sigint_handler("interrupted: the running evaluation stops at its next step, the checks "
+                                          "not yet evaluated fail as interrupted, and the report of what finished "
+                                          "is written (Ctrl-C again to exit at once, without a report)")
             bench = Bench(self.bench_options())
             bench.validate_checkpoints()
             bench.prepare_suites(suites, thresholds_files)
@@ -371,7 +395,11 @@ class PluginState:
         for key, value in (stats or {}).items():
             self.cache_stats[key] = self.cache_stats.get(key, 0) + value
 
-    def pytest_sessionfinish(self, exitstatus: int) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        from unlearnbench import cancel
+
+        if cancel.interrupted():
+            session.exitstatus = exitstatus = pytest.ExitCode.INTERRUPTED
         stats = self.bench.cache.stats.as_dict() if self.bench else None
         if self.is_worker:
             self.config.workeroutput["unlearnbench_cache"] = stats
@@ -385,6 +413,7 @@ class PluginState:
         run["finished_at"] = _now()
         run["duration_s"] = round(time.time() - self.started, 3)
         run["exit_status"] = int(exitstatus)
+        run["interrupted"] = cancel.interrupted()
         run["cache"] = dict(self.cache_stats)
         self.report_path, self.html_path = write_outputs(self.report, Path(run["directory"]))
 
@@ -395,6 +424,9 @@ class PluginState:
         from unlearnbench.report.schema import attention_lines, summary_lines
 
         terminalreporter.section("unlearnbench")
+        if self.report["run"].get("interrupted"):
+            terminalreporter.write_line("INTERRUPTED (Ctrl-C): the report holds what finished; checks not "
+                                        "evaluated failed as interrupted", red=True, bold=True)
         for line in summary_lines(self.report):
             terminalreporter.write_line(line)
         for line in attention_lines(self.report):

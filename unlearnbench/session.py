@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from unlearnbench import progress
+from unlearnbench import cancel, progress
 from unlearnbench.backends import LoadSettings, backend_for
 from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache, SuiteMemo, cache_key
+from unlearnbench.cancel import Cancelled
 from unlearnbench.errors import CheckpointError, MissingCapability, NonFiniteOutputError, UnlearnbenchError
 from unlearnbench.metrics.core import Deferred, MetricResult, References, Unavailable, metric_from_dict, seeded
 from unlearnbench.models.checkpoint import CheckpointSpec, judge_source
+from unlearnbench.openai_api import EndpointError
 from unlearnbench.suites import SUITES, sweep_checkpoints, zoo_checkpoints
 from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds
 
@@ -42,6 +44,8 @@ class BenchOptions:
     shard: object | None = None  # shard.Shard: evaluate only this shard's checkpoints
     tokenizers: dict[str, str] = field(default_factory=dict)  # model name -> tokenizer dir (endpoint models)
     endpoint_concurrency: int = 8  # requests in flight per endpoint model
+    endpoint_timeout: float = 120.0  # seconds one endpoint request may wait for its reply
+    checkpoint_deadline: float | None = None  # seconds one checkpoint's evaluation may take in all
 
 
 @dataclass
@@ -65,8 +69,9 @@ class Bench:
         self._runs: dict[tuple[str, str], SuiteRun] = {}
         self._failures: dict[tuple[str, str], str] = {}
         self._broken: dict[str, CheckpointError] = {}  # checkpoint name -> why it cannot be evaluated
-        self._refused: dict[tuple[str, str], CheckpointError] = {}
-        self._fingerprints: dict[str, str] = {}  # checkpoint path -> fingerprint  # (checkpoint, suite) found unfit before loading
+        self._refused: dict[tuple[str, str], CheckpointError] = {}  # (checkpoint, suite) found unfit before loading
+        self._fingerprints: dict[str, str] = {}  # checkpoint path -> fingerprint
+        self._started: dict[str, float] = {}  # checkpoint name -> time.monotonic() of its first evaluation
 
     # ------------------------------------------------------------ validation
     def validate_checkpoints(self) -> None:
@@ -163,7 +168,8 @@ class Bench:
         options = self.options
         return LoadSettings(device=options.device, device_map=options.device_map, dtype=options.dtype,
                             batch_size=options.batch_size, fingerprint_memo=options.cache_dir / "fingerprints.json",
-                            tokenizers=options.tokenizers, concurrency=options.endpoint_concurrency)
+                            tokenizers=options.tokenizers, concurrency=options.endpoint_concurrency,
+                            endpoint_timeout=options.endpoint_timeout)
 
     def handle(self, spec: CheckpointSpec):
         """The loaded model for `spec` (through its backend), loaded once per process."""
@@ -277,6 +283,7 @@ class Bench:
         computed = []
 
         def compute() -> dict:
+            cancel.check()  # after Ctrl-C or past its deadline: no new work starts
             handle = self.handle(spec)
             run = self._evaluate(handle, suite)
             run.checkpoint = handle.describe()
@@ -301,7 +308,11 @@ class Bench:
             raise UnlearnbenchError(f"evaluating {suite} on {spec.name} failed earlier: {self._failures[key]}")
         if key not in self._runs:
             try:
-                self._runs[key] = self._cached_run(spec, suite)
+                with self._deadline(spec):
+                    self._runs[key] = self._cached_run(spec, suite)
+            except Cancelled as exc:  # interrupted, or past its deadline: its remaining checks fail so too
+                self._broken[spec.name] = exc
+                raise
             except NonFiniteOutputError as exc:
                 loaded = self._handles.get(self._spec_path(spec))
                 if loaded is None or exc.path != loaded.name:  # a reference model's: not this checkpoint's fault
@@ -310,13 +321,22 @@ class Bench:
                 self._broken[spec.name] = exc
                 self._handles.pop(self._spec_path(spec), None)
                 raise
-            except CheckpointError as exc:  # its files or weights: broken for every suite
+            except (CheckpointError, EndpointError) as exc:  # its files, weights or server: broken for every suite
                 self._broken[spec.name] = exc
                 raise
             except Exception as exc:
                 self._failures[key] = f"{type(exc).__name__}: {exc}"
                 raise
         return self._runs[key]
+
+    def _deadline(self, spec: CheckpointSpec):
+        """--checkpoint-deadline for `spec`, counted from its first evaluation."""
+        limit = self.options.checkpoint_deadline
+        if limit is None:
+            return contextlib.nullcontext()
+        started = self._started.setdefault(spec.name, time.monotonic())
+        return cancel.deadline(started + limit, f"{spec.name}: its evaluation passed the --checkpoint-deadline of "
+                                                f"{limit:g} s; its remaining checks are not evaluated")
 
     def reference_run(self, role: str, suite: str) -> SuiteRun | None:
         """The suite on a reference model (cached on disk across sessions, as every run)."""

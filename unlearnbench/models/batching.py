@@ -8,6 +8,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from unlearnbench import cancel
+
 # CPU has no OOM signal we can catch, so auto batching there budgets the
 # float32 logits (+ log-softmax + probabilities) of one batch up front.
 CPU_LOGITS_BUDGET_BYTES = 1 << 30
@@ -44,6 +46,7 @@ class Batching:
         results: list = [None] * len(lengths)
         pos = 0
         while pos < len(order):
+            cancel.check()  # Ctrl-C or the checkpoint's deadline: stop between batches
             size = min(self._batch_size(lengths[order[pos]] + extra, full_vocab_logits), cap or MAX_AUTO_BATCH)
             batch = order[pos : pos + size]
             try:

@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
 import numpy as np
 
-from unlearnbench import progress
+from unlearnbench import cancel, progress
 from unlearnbench.errors import CheckpointError, MissingCapability
 from unlearnbench.models.checkpoint import TOKENIZER_VOCAB_FILES, fingerprint, prompting_files
 from unlearnbench.models.interface import NextToken, TokenScores, cut_at_stop
@@ -47,7 +47,6 @@ PREFIX = "openai:"
 PROMPTS_PER_REQUEST = 16
 # Echoed log-probs of 16 long prompts (with their top-1 entries) run to a few MB.
 MAX_REPLY_BYTES = 64 << 20
-REQUEST_TIMEOUT_S = 300.0
 RETRIES = 4
 FULL_DISTRIBUTION = ("an OpenAI-compatible endpoint returns the log-probs of given tokens and a top-k list, "
                      "not the full next-token distribution")
@@ -62,9 +61,9 @@ def parse_source(source: str) -> tuple[str, str]:
     return url.rstrip("/"), served
 
 
-def _client(source: str) -> OpenAIClient:
+def _client(source: str, settings) -> OpenAIClient:
     base_url, _ = parse_source(source)
-    return OpenAIClient(base_url, what=f"--model {source}", timeout=REQUEST_TIMEOUT_S, retries=RETRIES,
+    return OpenAIClient(base_url, what=f"--model {source}", timeout=settings.endpoint_timeout, retries=RETRIES,
                         max_reply_bytes=MAX_REPLY_BYTES)
 
 
@@ -87,6 +86,39 @@ def _served_entry(client: OpenAIClient, source: str) -> dict:
     return listed[0]
 
 
+def _run_interruptibly(send: Callable[[list[int]], list], chunks: list[list[int]], concurrency: int) -> list[list]:
+    """[send(chunk) for chunk in chunks], `concurrency` at a time, in daemon
+    threads: the caller waits in short steps and leaves at once on Ctrl-C or
+    the checkpoint's deadline (cancel.py), without waiting for requests still
+    in flight (a hung server's threads end with the process)."""
+    results: dict[int, list] = {}
+    errors: list[BaseException] = []
+    todo = list(enumerate(chunks))
+    lock, progressed = threading.Lock(), threading.Event()
+
+    def worker() -> None:
+        while not errors and not cancel.interrupted():
+            with lock:
+                if not todo:
+                    return
+                position, chunk = todo.pop(0)
+            try:
+                results[position] = send(chunk)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+                errors.append(exc)
+            progressed.set()
+
+    for _ in range(max(1, min(concurrency, len(chunks)))):
+        threading.Thread(target=worker, daemon=True).start()
+    while len(results) < len(chunks):
+        if errors:
+            raise errors[0]
+        cancel.check()
+        progressed.wait(0.2)
+        progressed.clear()
+    return [results[position] for position in range(len(chunks))]
+
+
 def _tokenizer_dir(name: str, settings) -> Path | None:
     directory = settings.tokenizers.get(name)
     if directory is None:
@@ -101,7 +133,8 @@ def _tokenizer_dir(name: str, settings) -> Path | None:
 def check_source(source: str, *, name: str, settings) -> None:
     """Before any model loads: the URL's form, the tokenizer folder, and that the server answers."""
     _tokenizer_dir(name, settings)
-    _served_entry(_client(source), source)
+    with _client(source, settings) as client:
+        _served_entry(client, source)
 
 
 def source_fingerprint(source: str, *, name: str, settings) -> str:
@@ -109,7 +142,8 @@ def source_fingerprint(source: str, *, name: str, settings) -> str:
     (vLLM's `root`), and the tokenizer files: a server restarted on other
     weights under the same name and path looks the same, so give a new
     checkpoint a new name (or a fresh --cache-dir)."""
-    entry = _served_entry(_client(source), source)
+    with _client(source, settings) as client:
+        entry = _served_entry(client, source)
     directory = _tokenizer_dir(name, settings)
     tokenizer = fingerprint(tuple(prompting_files(directory))) if directory else ""
     identity = {"url": parse_source(source)[0], "model": entry.get("id"), "root": entry.get("root"),
@@ -119,7 +153,7 @@ def source_fingerprint(source: str, *, name: str, settings) -> str:
 
 def load_backend(source: str, *, name: str, settings) -> "EndpointModel":
     started = time.perf_counter()
-    client = _client(source)
+    client = _client(source, settings)
     entry = _served_entry(client, source)
     directory = _tokenizer_dir(name, settings)
     tokenizer, config = None, {}
@@ -190,7 +224,8 @@ class EndpointModel(Tokenization):
                 "device": "endpoint", "dtype": self.dtype, "load_seconds": round(self.load_seconds, 3)}
 
     def release(self) -> None:
-        """Nothing is held here: the weights live on the server."""
+        """The weights live on the server: only the connections are closed."""
+        self.client.close()
 
     # ------------------------------------------------------------ requests
     def _completions(self, prompts: Sequence[Sequence[int]], body: dict, read: Callable[[dict, list[int]], object],
@@ -205,8 +240,8 @@ class EndpointModel(Tokenization):
                        "temperature": 0, **body}
             try:
                 choices = self.client.post("/completions", request).get("choices")
-            except EndpointError as exc:
-                raise EndpointError(f"{self.name}: POST /completions ({what}): {exc}") from None
+            except EndpointError as exc:  # after its retries: the server cannot serve this checkpoint
+                raise CheckpointError(self.name, f"POST /completions ({what}): {exc}") from None
             if not isinstance(choices, list) or len(choices) != len(chunk):
                 raise EndpointError(f"{self.name}: POST /completions ({what}): expected {len(chunk)} choices, "
                                     f"got {len(choices) if isinstance(choices, list) else 'none'}")
@@ -214,8 +249,7 @@ class EndpointModel(Tokenization):
             return [read(choice, prompts[i]) for i, choice in zip(chunk, ordered)]
 
         with progress.step(f"{self.name}: {what} ({len(prompts)} prompts at {self.client.base_url})"):
-            with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
-                return [out for outs in pool.map(send, chunks) for out in outs]
+            return [out for outs in _run_interruptibly(send, chunks, self.concurrency) for out in outs]
 
     def _echoed_logprobs(self, sequences: Sequence[Sequence[int]], what: str) -> list[list[float | None]]:
         """log p(x_t | x_<t) of every token of each sequence (None for the first)."""
