@@ -1,0 +1,135 @@
+"""Checked at the start, in one line, never as a traceback after the work:
+the report folder, every numeric suite option, UDS items with no findable
+entity, an endpoint that replies null log-probs."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from unlearnbench.errors import DataError
+from unlearnbench.suites import BUILTIN_SUITES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _smoke_run(tmp_path, *extra) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "suites/smoke", "-p", "no:cacheprovider", "-q",
+                           "--cache-dir", str(tmp_path / "cache"), *extra],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("where", ["a file", "below a file"])
+def test_a_report_dir_that_cannot_be_written_stops_the_run_before_any_work(tmp_path, where):
+    blocker = tmp_path / "reports.txt"
+    blocker.write_text("not a folder")
+    target = blocker if where == "a file" else blocker / "reports"
+    run = _smoke_run(tmp_path, "--report-dir", str(target))
+    output = run.stdout + run.stderr
+    assert run.returncode == 4, output
+    assert f"ERROR: --report-dir {target}" in output and "Traceback" not in output
+    assert "smoke suite" not in output  # no evaluation started
+    assert blocker.read_text() == "not a folder"
+
+
+def _default_params(suite: str) -> dict:
+    module = importlib.import_module(BUILTIN_SUITES[suite].loader.partition(":")[0])
+    return getattr(module, "DEFAULT_PARAMS", {})
+
+
+NUMERIC = [(suite, key) for suite in sorted(BUILTIN_SUITES) for key, value in _default_params(suite).items()
+           if isinstance(value, (int, float)) and not isinstance(value, bool)]
+
+
+@pytest.mark.parametrize("suite, key", NUMERIC, ids=[f"{s}.{k}" for s, k in NUMERIC])
+def test_every_numeric_suite_option_refuses_a_value_out_of_its_range(suite, key, cache_dir):
+    from unlearnbench.fixtures import zoo
+
+    data = zoo.data_dir(cache_dir)
+    load = BUILTIN_SUITES[suite].load_data
+    for bad in ("-2", "nan", "inf", "1e30" if isinstance(_default_params(suite)[key], float) else "-1000"):
+        if key == "mink_k" and bad == "1e30":
+            bad = "1.5"
+        with pytest.raises(DataError, match=rf"'{key}' must be .*, not"):
+            load(str(data), {key: bad})
+
+
+def test_a_negative_item_count_is_refused_not_one_item_fewer(cache_dir):
+    from unlearnbench.data import uds
+    from unlearnbench.fixtures import zoo
+
+    with pytest.raises(DataError, match=r"'max_items' must be an integer >= 0 \(0 = all items\), not '-1'"):
+        uds.load(str(zoo.data_dir(cache_dir)), {"max_items": "-1"})
+    assert len(uds.load(str(zoo.data_dir(cache_dir)), {"max_items": "0"}).items) == len(
+        uds.load(str(zoo.data_dir(cache_dir))).items)
+
+
+def test_the_command_line_gives_one_error_line_for_an_option_out_of_range(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "pytest", "suites/uds", "-p", "no:cacheprovider", "-q",
+                          "--cache-dir", str(tmp_path / "cache"), "--suite-option", "uds.max_items=-1"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    output = run.stdout + run.stderr
+    assert run.returncode == 4 and "ERROR: data" in output and "'max_items' must be an integer >= 0" in output, output
+    assert "Traceback" not in output
+
+
+def test_uds_with_no_findable_entity_is_unavailable_with_the_count(random_llama, tmp_path):
+    from unlearnbench.cache import DiskCache, SuiteMemo
+    from unlearnbench.data.uds import DEFAULT_PARAMS, UDSData, UDSItem
+    from unlearnbench.metrics import uds
+    from unlearnbench.metrics.core import References, Unavailable
+
+    items = [UDSItem(str(i), "Q?", f"The answer is {city}.", "The answer is", "Atlantis")
+             for i, city in enumerate(["Paris", "Rome", "Oslo"])]
+    data = UDSData(items=items, params=dict(DEFAULT_PARAMS), fingerprint="x", source="test")
+    refs = References(full=random_llama, retain=random_llama, memo=SuiteMemo(DiskCache(tmp_path), "uds", "x", 1))
+    result = uds.evaluate(random_llama, data, refs)["uds"]
+    assert isinstance(result, Unavailable)
+    assert "0 of 3 items have a locatable entity span" in result.reason
+    assert "entity not found in the reference answer" in result.reason
+
+
+@pytest.fixture
+def null_logprobs_server():
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_args):
+            pass
+
+        def _reply(self, payload):
+            body = json.dumps(payload).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self._reply({"data": [{"id": "nulls"}]})
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            self._reply({"choices": [{"index": i, "text": "", "logprobs": {"token_logprobs": [None] * len(p)}}
+                                     for i, p in enumerate(body["prompt"])]})
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"openai:http://127.0.0.1:{httpd.server_address[1]}/v1#nulls"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_null_log_probs_from_an_endpoint_are_an_error_naming_the_field(null_logprobs_server, monkeypatch):
+    from unlearnbench.backends import LoadSettings, backend_for
+    from unlearnbench.openai_api import EndpointError
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    model = backend_for(null_logprobs_server).load_model(null_logprobs_server, name="nulls",
+                                                         settings=LoadSettings(device="cpu"))
+    with pytest.raises(EndpointError, match=r"nulls: .*logprobs\.token_logprobs.* null at position 1"):
+        model.token_logprobs([[5, 6, 7, 8]], [1])
