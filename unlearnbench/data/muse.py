@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import (fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
+from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, PROPORTION, Range, fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
                                      suite_params)
 from unlearnbench.data.dusk import QAItem, VerbatimItem  # MUSE's records are DUSK's: one type each
 from unlearnbench.data.openunlearning import privleak_params
@@ -39,6 +39,9 @@ from unlearnbench.errors import DataError
 # OpenUnlearning's configuration does (data/openunlearning.py).
 DEFAULT_PARAMS = {"max_items": 0, "verbmem_max_new_tokens": 128, "knowmem_max_new_tokens": 32, "icl_shots": -1,
                   "privleak_max_tokens": 2048, "mink_k": 0.4, "privleak_score": "minkpp", "convention": "spec"}
+PARAM_RANGES = {"max_items": COUNT_OR_ALL, "verbmem_max_new_tokens": COUNT, "knowmem_max_new_tokens": COUNT,
+                "icl_shots": Range(-1, meaning="-1 = every ICL example, 0 = zero-shot"), "privleak_max_tokens": COUNT,
+                "mink_k": PROPORTION}
 # (folder, split): the fields each record needs, and the Hub's other names for the split.
 SPLITS = {
     ("verbmem", "forget"): (("prompt", "gt"), ()),
@@ -124,7 +127,7 @@ def load(source: str | Path | None, options: dict | None = None) -> MuseData:
     if not root.is_dir():
         raise DataError(root, "MUSE data directory not found")
     params = merge_params(DEFAULT_PARAMS, [("suite.json", suite_params(root)), ("--suite-option", options or {})],
-                          root, "MUSE")
+                          root, "MUSE", PARAM_RANGES)
     params = privleak_params(params, options or {}, root, "muse")
     rows, paths = {}, []
     for folder, split in SPLITS:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from unlearnbench.data import dusk, honesty, uds
-from unlearnbench.data.jsonl import merge_params, params_digest
+from unlearnbench.data.jsonl import COUNT, COUNT_OR_ALL, Range, merge_params, params_digest
 from unlearnbench.errors import DataError, UnlearnbenchError
 
 RELEARN_SETS = ("forget_questions", "retain")
@@ -30,6 +30,8 @@ DEFAULT_PARAMS = {
     "relearn_seed": 0,
     "uds_max_items": 0,  # 0 = every UDS item
 }
+PARAM_RANGES = {"relearn_steps": COUNT, "relearn_learning_rate": Range(0, low_open=True), "relearn_rank": COUNT,
+                "relearn_seed": Range(0), "uds_max_items": COUNT_OR_ALL}
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ def load(source: str | Path | None, options: dict | None = None) -> RobustnessDa
     if source is None:
         raise DataError("robustness", "no data: pass --data-dir robustness=DIR (a DUSK layout with honesty and UDS "
                                       "items, such as the zoo's data folder)")
-    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], source, "robustness")
+    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], source, "robustness", PARAM_RANGES)
     from unlearnbench import attacks
 
     names = _names(params["attacks"], attacks.ATTACKS, "attacks", source)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import (fingerprint_files, hf_snapshot, merge_params, params_digest, read_records,
+from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, PROPORTION, fingerprint_files, hf_snapshot, merge_params, params_digest, read_records,
                                      suite_params)
 from unlearnbench.data.openunlearning import privleak_params
 from unlearnbench.errors import DataError
@@ -31,6 +31,7 @@ from unlearnbench.errors import DataError
 # computes it as OpenUnlearning's configuration does (data/openunlearning.py).
 DEFAULT_PARAMS = {"forget_split": "forget10", "max_items": 0, "max_new_tokens": 200, "mink_k": 0.2,
                   "privleak_score": "minkpp", "convention": "spec"}
+PARAM_RANGES = {"max_items": COUNT_OR_ALL, "max_new_tokens": COUNT, "mink_k": PROPORTION}
 FORGET_SPLITS = ("forget01", "forget05", "forget10")
 SETS = ("forget", "retain", "real_authors", "world_facts", "holdout")
 
@@ -70,7 +71,7 @@ def load(source: str | Path | None, options: dict | None = None) -> TofuData:
     if (root / "tofu").is_dir():
         root = root / "tofu"  # the zoo's data folder holds several suites
     params = merge_params(DEFAULT_PARAMS, [("suite.json", suite_params(root)), ("--suite-option", options or {})], root,
-                          "TOFU")
+                          "TOFU", PARAM_RANGES)
     if params["forget_split"] not in FORGET_SPLITS:
         raise DataError(root, f"--suite-option tofu.forget_split={params['forget_split']!r}: expected one of "
                               f"{', '.join(FORGET_SPLITS)}")

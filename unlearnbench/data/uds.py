@@ -14,13 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import fingerprint_files, merge_params, read_json_list, read_records
+from unlearnbench.data.jsonl import COUNT_OR_ALL, Range, fingerprint_files, merge_params, read_json_list, read_records
 from unlearnbench.errors import DataError
 
 # "spec": SPEC §3 (pre-norm block outputs, the reference text as written, the
 # entity as given). "reference": gnueaj/unlearning-depth-score compute_uds.py.
 CONVENTIONS = ("spec", "reference")
 DEFAULT_PARAMS = {"tau": 0.05, "max_items": 0, "convention": "spec"}  # max_items 0 = all
+PARAM_RANGES = {"tau": Range(0), "max_items": COUNT_OR_ALL}
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def load(source: str | Path | None, options: dict | None = None) -> UDSData:
     if source is None:
         raise DataError("uds", "no data: pass --data-dir uds=FILE.json (UDS items) or uds=DIR (DUSK layout)")
     path = Path(source)
-    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], path, "UDS")
+    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], path, "UDS", PARAM_RANGES)
     if params["convention"] not in CONVENTIONS:
         raise DataError(path, f"--suite-option uds.convention={params['convention']}: expected one of "
                               f"{', '.join(CONVENTIONS)}")

@@ -140,6 +140,10 @@ def evaluate(handle, data: UDSData, refs: References | None = None) -> dict:
                                           f"the backend of {', '.join(remote)} (an endpoint) does not expose")}
     convention = params["convention"]
     items, sequences, spans, skipped = encode_items(full, data.items, convention=convention)
+    if not items:
+        reasons = sorted(set(skipped.values()))
+        return {"uds": Unavailable("uds", f"0 of {len(data.items)} items have a locatable entity span in the full "
+                                          f"model's tokens ({'; '.join(reasons)}): check the items' entity field")}
     for other in (retain, handle):
         if [other.encode_prompt(i.prompt) for i in items[:8]] != [full.encode_prompt(i.prompt) for i in items[:8]]:
             raise ValueError(f"tokenizer mismatch: {other.name} tokenizes the prompts unlike the full model "

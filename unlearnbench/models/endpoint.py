@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 import time
 from pathlib import Path
@@ -259,6 +260,12 @@ class EndpointModel(Tokenization):
             if not isinstance(values, list) or len(values) < len(prompt):
                 raise EndpointError(f"{self.name}: the server echoed {len(values) if isinstance(values, list) else 0}"
                                     f" log-probs for a prompt of {len(prompt)} tokens (it needs echo + logprobs)")
+            # The first token has no prediction (null); every later one must be a number.
+            bad = next((t for t in range(1, len(prompt)) if not isinstance(values[t], (int, float))
+                        or isinstance(values[t], bool) or not math.isfinite(values[t])), None)
+            if bad is not None:
+                raise EndpointError(f"{self.name}: the server's logprobs.token_logprobs holds {json.dumps(values[bad])} at "
+                                    f"position {bad} of a {len(prompt)}-token prompt, where a log-prob is due")
             return values[: len(prompt)]
 
         return self._completions(sequences, {"max_tokens": 0, "echo": True, "logprobs": 1}, read, what)
