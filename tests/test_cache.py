@@ -68,3 +68,64 @@ def test_concurrent_processes_compute_once(tmp_path):
             results = pool.starmap(_worker, [(tmp_path / "c", log, barrier)] * 3)
     assert results == ["value"] * 3
     assert log.read_text() == "computed\n"
+
+
+# ------------------------------------------------------------ a shared cache under a key
+SECRET = b"a-team-secret-of-32-bytes-or-so!"
+
+
+def _forge(root, parts, value) -> None:
+    """What anyone who can write the cache folder, without the key, can do:
+    a well-formed entry with a valid plain checksum."""
+    DiskCache(root).store(parts, value)
+
+
+def test_without_a_key_a_forged_entry_is_trusted(tmp_path):
+    # The trust boundary the README states: a shared folder's writers decide the results.
+    _forge(tmp_path, PARTS, {"verdict": "forged pass"})
+    assert DiskCache(tmp_path).get_or_compute(PARTS, lambda: {"verdict": "computed"}) == {"verdict": "forged pass"}
+
+
+def test_under_a_key_a_forged_entry_is_recomputed_not_trusted(tmp_path):
+    signed = DiskCache(tmp_path, secret=SECRET)
+    assert signed.get_or_compute(PARTS, lambda: {"verdict": "computed"}) == {"verdict": "computed"}
+    assert DiskCache(tmp_path, secret=SECRET).get_or_compute(PARTS, lambda: None) == {"verdict": "computed"}
+    _forge(tmp_path, PARTS, {"verdict": "forged pass"})
+    again = DiskCache(tmp_path, secret=SECRET)
+    assert again.get_or_compute(PARTS, lambda: {"verdict": "computed"}) == {"verdict": "computed"}
+    assert again.stats.as_dict() == {"hits": 0, "misses": 1, "corrupt": 1}
+    other_key = DiskCache(tmp_path, secret=b"another-teams-secret-32-bytes-xx")
+    assert other_key.lookup(PARTS) == (False, None)
+
+
+def test_under_a_key_a_forged_fingerprint_memo_is_not_trusted(tmp_path):
+    import hashlib
+    import json
+
+    from unlearnbench.models.checkpoint import fingerprint
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"new weights")
+    memo = tmp_path / "fingerprints.json"
+    honest = fingerprint((weights,), memo, secret=SECRET)
+    # Someone maps the new weights' (path, size, mtime) to an old checkpoint's digest.
+    forged = {key: hashlib.sha256(b"old weights").hexdigest() for key in json.loads(memo.read_text())}
+    memo.write_text(json.dumps(forged))
+    assert fingerprint((weights,), memo) != honest  # without a key the memo is trusted
+    assert fingerprint((weights,), memo, secret=SECRET) == honest
+
+
+def test_the_cache_key_file_is_checked_at_the_start(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    short = tmp_path / "short.key"
+    short.write_text("abc\n")
+    for path, problem in [(tmp_path / "missing.key", "cannot read it"), (short, "at least 16 bytes")]:
+        run = subprocess.run([sys.executable, "-m", "pytest", "suites/smoke", "-p", "no:cacheprovider", "-q",
+                              "--cache-dir", str(tmp_path / "cache"), "--cache-key-file", str(path)],
+                             cwd=root, capture_output=True, text=True, timeout=300)
+        output = run.stdout + run.stderr
+        assert run.returncode == 4 and f"--cache-key-file {path}" in output and problem in output, output
