@@ -34,6 +34,7 @@ class LoadSettings:
     dtype: str = "auto"
     batch_size: int | None = None
     fingerprint_memo: Path | None = None
+    cache_secret: bytes | None = None  # --cache-key-file: memo entries are signed and checked with it
     tokenizers: dict[str, str] = field(default_factory=dict)  # model name -> tokenizer directory (--tokenizer)
     concurrency: int = 8  # requests in flight per endpoint model
     endpoint_timeout: float = 120.0  # seconds one endpoint request may wait for its reply

@@ -7,6 +7,12 @@ not verify is recomputed and overwritten, never trusted. Concurrent pytest-xdist
 workers asking for the same key wait on a per-key `flock`, so the work is done
 once and the others read it.
 
+Whoever can write the cache folder decides what it holds: an entry's
+checksum finds corruption, not forgery. With a secret (`--cache-key-file`),
+each entry carries an HMAC-SHA256 of its payload under that secret instead,
+and an entry that does not verify under it (written without the key, with
+another key, or altered) is recomputed and overwritten, never trusted.
+
 An entry holds data only, never code: JSON for the structure and `.npy`
 arrays, together in one `.npz` read with `allow_pickle=False`, so a cache
 directory on a shared file system is not a way to run code in someone else's
@@ -18,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import hmac
 import json
 import io
 import os
@@ -31,6 +38,29 @@ from unlearnbench.atomic import atomic_write_bytes
 
 MAGIC = b"UNLEARNBENCH-CACHE-2\n"
 DEFAULT_CACHE_DIR = Path(os.environ.get("UNLEARNBENCH_CACHE_DIR", "~/.cache/unlearnbench")).expanduser()
+CACHE_KEY_VARIABLE = "UNLEARNBENCH_CACHE_KEY_FILE"  # the default of --cache-key-file
+MIN_SECRET_BYTES = 16
+
+
+def read_secret(path: Path | str) -> bytes:
+    """The cache secret in `path` (surrounding whitespace dropped)."""
+    from unlearnbench.errors import UnlearnbenchError
+
+    try:
+        secret = Path(path).expanduser().read_bytes().strip()
+    except OSError as exc:
+        raise UnlearnbenchError(f"--cache-key-file {path}: cannot read it ({exc.strerror or exc})") from None
+    if len(secret) < MIN_SECRET_BYTES:
+        raise UnlearnbenchError(f"--cache-key-file {path}: the key must be at least {MIN_SECRET_BYTES} bytes "
+                                f"(it has {len(secret)}); e.g. `openssl rand -hex 32 > {path}`")
+    return secret
+
+
+def payload_tag(payload: bytes, secret: bytes | None) -> str:
+    """sha256 of `payload`, or its HMAC-SHA256 under `secret`."""
+    if secret is None:
+        return hashlib.sha256(payload).hexdigest()
+    return hmac.new(secret, payload, hashlib.sha256).hexdigest()
 
 
 @dataclass
@@ -61,8 +91,9 @@ def file_lock(path: Path) -> Iterator[None]:
 
 
 class DiskCache:
-    def __init__(self, root: Path | str = DEFAULT_CACHE_DIR):
+    def __init__(self, root: Path | str = DEFAULT_CACHE_DIR, *, secret: bytes | None = None):
         self.root = Path(root).expanduser()
+        self.secret = secret
         self.stats = CacheStats()
 
     def _path(self, key: str) -> Path:
@@ -97,15 +128,13 @@ class DiskCache:
     def store(self, parts: dict, value: Any) -> None:
         self._write(self._path(cache_key(parts)), parts, value)
 
-    @staticmethod
-    def _write(path: Path, parts: dict, value: Any) -> None:
+    def _write(self, path: Path, parts: dict, value: Any) -> None:
         arrays: dict[str, np.ndarray] = {}
         structure = json.dumps({"parts": parts, "value": _encode(value, arrays)}, default=str)
         buffer = io.BytesIO()
         np.savez(buffer, __json__=np.frombuffer(structure.encode(), dtype=np.uint8), **arrays)
         payload = buffer.getvalue()
-        digest = hashlib.sha256(payload).hexdigest().encode()
-        atomic_write_bytes(path, MAGIC + digest + b"\n" + payload)
+        atomic_write_bytes(path, MAGIC + payload_tag(payload, self.secret).encode() + b"\n" + payload)
 
     def _read(self, path: Path, count_corrupt: bool = True) -> tuple[bool, Any]:
         try:
@@ -115,8 +144,9 @@ class DiskCache:
         header_len = len(MAGIC) + 65
         digest, payload = blob[len(MAGIC) : header_len - 1], blob[header_len:]
         try:
-            if not blob.startswith(MAGIC) or hashlib.sha256(payload).hexdigest().encode() != digest:
-                raise ValueError("checksum mismatch")
+            if not blob.startswith(MAGIC) or not hmac.compare_digest(payload_tag(payload, self.secret).encode(),
+                                                                       digest):
+                raise ValueError("checksum mismatch (corrupt, or not written under this run's key)")
             with np.load(io.BytesIO(payload), allow_pickle=False) as stored:
                 arrays = {name: stored[name] for name in stored.files}
             return True, _decode(json.loads(arrays.pop("__json__").tobytes())["value"], arrays)

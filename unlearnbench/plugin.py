@@ -47,6 +47,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="auto (memory-budgeted, halves on CUDA OOM) or a fixed number")
     group.addoption("--cache-dir", metavar="DIR", default=None,
                     help="cache for reference-model work and the zoo (default ~/.cache/unlearnbench)")
+    group.addoption("--cache-key-file", metavar="FILE", default=os.environ.get("UNLEARNBENCH_CACHE_KEY_FILE") or None,
+                    help="a secret (>= 16 bytes) that signs cache entries with HMAC-SHA256: entries not signed with "
+                         "it (written by anyone without the key) are recomputed, not trusted; for a --cache-dir "
+                         "others can write (default: $UNLEARNBENCH_CACHE_KEY_FILE)")
     group.addoption("--data-dir", action="append", default=[], metavar="[SUITE=]DIR",
                     help="data for every suite, or for one suite (a directory, or hf:DATASET); repeatable")
     group.addoption("--suite-option", action="append", default=[], metavar="SUITE.KEY=VALUE",
@@ -147,6 +151,7 @@ def _validate_inputs(config: pytest.Config) -> None:
     from unlearnbench.models.checkpoint import CheckpointSpec, discover, split_name
     from unlearnbench.report.baseline import RegressionRule
     from unlearnbench.backends import BACKENDS
+    from unlearnbench.cache import read_secret
     from unlearnbench.suites import SUITES
 
     try:
@@ -164,9 +169,11 @@ def _validate_inputs(config: pytest.Config) -> None:
             RegressionRule.parse(rule)
         if config.getoption("report_dir"):
             check_report_dir(Path(config.getoption("report_dir")), "--report-dir")
+        cache_secret = read_secret(config.getoption("cache_key_file")) if config.getoption("cache_key_file") else None
     except UnlearnbenchError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = PluginState(config)
+    state.cache_secret = cache_secret
     config.stash[_STATE] = state
     config.pluginmanager.register(state, "unlearnbench-state")
 
@@ -218,6 +225,7 @@ class PluginState:
         self.baseline: dict | None = None
         self.regression_rules: list = []
         self.html_path: Path | None = None
+        self.cache_secret: bytes | None = None  # from --cache-key-file, read at configure time
 
     @property
     def is_worker(self) -> bool:
@@ -284,6 +292,7 @@ class PluginState:
                 dtype=opt("dtype"),
                 batch_size=None if batch == "auto" else int(batch),
                 cache_dir=Path(opt("cache_dir")).expanduser() if opt("cache_dir") else DEFAULT_CACHE_DIR,
+                cache_secret=self.cache_secret,
                 strict_ci=opt("strict_ci"),
                 seed=opt("seed"),
                 shard=opt("shard"),
@@ -780,6 +789,7 @@ def _new_report(config: pytest.Config, options) -> dict:
             "batch_size": options.batch_size or "auto",
             "data_dirs": dict(options.data_dirs),
             "suite_options": options.suite_options,
+            "cache_signed": options.cache_secret is not None,
         },
         "seed": options.seed,
         "strict_ci": options.strict_ci,

@@ -39,6 +39,7 @@ class BenchOptions:
     dtype: str = "auto"
     batch_size: int | None = None
     cache_dir: Path = DEFAULT_CACHE_DIR
+    cache_secret: bytes | None = None  # --cache-key-file: entries signed with it, others recomputed
     strict_ci: bool = False
     seed: int = 0
     shard: object | None = None  # shard.Shard: evaluate only this shard's checkpoints
@@ -62,7 +63,7 @@ class SuiteRun:
 class Bench:
     def __init__(self, options: BenchOptions):
         self.options = options
-        self.cache = DiskCache(options.cache_dir)
+        self.cache = DiskCache(options.cache_dir, secret=options.cache_secret)
         self.gates: dict[str, dict[str, Check]] = {}
         self._handles: dict[str, object] = {}
         self._data: dict[str, object] = {}
@@ -168,6 +169,7 @@ class Bench:
         options = self.options
         return LoadSettings(device=options.device, device_map=options.device_map, dtype=options.dtype,
                             batch_size=options.batch_size, fingerprint_memo=options.cache_dir / "fingerprints.json",
+                            cache_secret=options.cache_secret,
                             tokenizers=options.tokenizers, concurrency=options.endpoint_concurrency,
                             endpoint_timeout=options.endpoint_timeout)
 

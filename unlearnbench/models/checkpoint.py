@@ -7,6 +7,7 @@ reject a bad `--model` before any model is loaded.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 import struct
@@ -262,13 +263,16 @@ def _check_gguf(path: Path) -> None:
         raise CheckpointError(path, f"corrupt GGUF file ({type(exc).__name__}: {exc})") from None
 
 
-def fingerprint(files: tuple[Path, ...], memo_path: Path | None = None) -> str:
+def fingerprint(files: tuple[Path, ...], memo_path: Path | None = None, secret: bytes | None = None) -> str:
     """sha256 over (name, content digest) of config, weights and tokenizer files.
 
     Content digests of large weight files are remembered in `memo_path`, keyed
     by (path, size, mtime), so a sweep does not re-hash gigabytes every run.
+    With the cache's `secret`, memo entries are signed and an entry that does
+    not verify is hashed again: a shared memo cannot map new weights to an old
+    checkpoint's digest (and so to its cached results).
     """
-    memo = _read_memo(memo_path)
+    memo = _read_memo(memo_path, secret)
     outer = hashlib.sha256()
     new: dict[str, str] = {}
     for path in sorted(files, key=lambda p: p.name):
@@ -278,7 +282,7 @@ def fingerprint(files: tuple[Path, ...], memo_path: Path | None = None) -> str:
         if digest is None:
             with path.open("rb") as fh:
                 digest = hashlib.file_digest(fh, "sha256").hexdigest()
-            new[key] = digest
+            new[key] = _memo_value(key, digest, secret)
         outer.update(f"{path.name}:{digest}\n".encode())
     if new and memo_path is not None:
         from unlearnbench.atomic import atomic_write_text
@@ -286,18 +290,36 @@ def fingerprint(files: tuple[Path, ...], memo_path: Path | None = None) -> str:
 
         # Read-merge-write under the lock: concurrent workers add, never overwrite, each other's digests.
         with file_lock(memo_path.with_suffix(".lock")):
-            atomic_write_text(memo_path, json.dumps(_read_memo(memo_path) | new, sort_keys=True))
+            atomic_write_text(memo_path, json.dumps(_read_memo(memo_path, raw=True) | new, sort_keys=True))
     return outer.hexdigest()[:16]
 
 
-def _read_memo(memo_path: Path | None) -> dict[str, str]:
+def _memo_value(key: str, digest: str, secret: bytes | None) -> str:
+    """A memo entry: the digest, and under a secret its tag (`digest:tag`)."""
+    if secret is None:
+        return digest
+    from unlearnbench.cache import payload_tag
+
+    return f"{digest}:{payload_tag(f'{key}={digest}'.encode(), secret)}"
+
+
+def _read_memo(memo_path: Path | None, secret: bytes | None = None, *, raw: bool = False) -> dict[str, str]:
+    """key -> digest of the memo's entries (under `secret`, the verified ones
+    only); `raw`: the stored values as they are, for merging."""
     if memo_path is None or not memo_path.is_file():
         return {}
     try:
         memo = json.loads(memo_path.read_text())
     except (json.JSONDecodeError, OSError):
         return {}
-    return memo if isinstance(memo, dict) else {}
+    if not isinstance(memo, dict):
+        return {}
+    if raw:
+        return memo
+    if secret is None:
+        return {key: str(value).partition(":")[0] for key, value in memo.items()}
+    return {key: digest for key, value in memo.items()
+            if hmac.compare_digest(str(value), _memo_value(key, digest := str(value).partition(":")[0], secret))}
 
 
 
@@ -326,4 +348,4 @@ def check_source(source: str, *, name: str, settings) -> None:
 
 
 def source_fingerprint(source: str, *, name: str, settings) -> str:
-    return fingerprint(resolve(source).files, settings.fingerprint_memo)
+    return fingerprint(resolve(source).files, settings.fingerprint_memo, settings.cache_secret)

@@ -109,6 +109,7 @@ class ModelHandle(Tokenization, Batching, Scoring, Generation, Patching):
         dtype: str = "auto",
         batch_size: int | None = None,
         fingerprint_memo: Path | None = None,
+        fingerprint_secret: bytes | None = None,
         device_map: str | dict | None = None,
     ) -> "ModelHandle":
         """`device_map` (accelerate's: a strategy such as "auto", or {module:
@@ -155,7 +156,7 @@ class ModelHandle(Tokenization, Batching, Scoring, Generation, Patching):
             tokenizer,
             name=name or Path(where).name,
             source=where,
-            fingerprint=fingerprint(resolved.files, fingerprint_memo),
+            fingerprint=fingerprint(resolved.files, fingerprint_memo, fingerprint_secret),
             batch_size=batch_size,
             load_seconds=time.perf_counter() - started,
         )
@@ -224,4 +225,4 @@ def load_backend(source: str, *, name: str, settings) -> ModelHandle:
     """The Hugging Face backend's loader (backends.py)."""
     return ModelHandle.load(source, name=name, device=settings.device, device_map=settings.device_map,
                             dtype=settings.dtype, batch_size=settings.batch_size,
-                            fingerprint_memo=settings.fingerprint_memo)
+                            fingerprint_memo=settings.fingerprint_memo, fingerprint_secret=settings.cache_secret)
