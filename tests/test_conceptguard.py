@@ -153,7 +153,7 @@ def server_factory():
     (["500", "500", "8"], 0.8, "", 3),  # retried, then answered
     (["500", "500", "500", "9"], None, "failed after 3 attempts: HTTP 500", 3),  # bounded
     (["400"], None, "failed after 3 attempts: HTTP 400", 1),  # a client error is not retried
-    (["sleep", "sleep", "sleep"], None, "failed after 3 attempts: TimeoutError", 3),
+    (["sleep", "sleep", "sleep"], None, "failed after 3 attempts: timed out after 0.3 s", 3),
 ])
 def test_openai_judge_handles_what_servers_do(server_factory, script, score, error, calls):
     server = server_factory(script)

@@ -125,9 +125,9 @@ def test_without_a_tokenizer_every_metric_is_unavailable_with_the_reason(ga_serv
 
 
 def test_requests_are_retried_on_429_and_5xx_and_a_client_error_is_reported(ga_server, zoo_family, monkeypatch):
-    import unlearnbench.openai_api as api
+    import unlearnbench.cancel as cancel
 
-    monkeypatch.setattr(api.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(cancel, "sleep", lambda _s: None)
     remote = endpoint(ga_server, tokenizer=zoo_family["ga"], concurrency=1)
     expected = remote.generate(["Who?"], max_new_tokens=4)
     ga_server.fail_next(429)

@@ -132,3 +132,12 @@ def test_null_log_probs_from_an_endpoint_are_an_error_naming_the_field(null_logp
                                                          settings=LoadSettings(device="cpu"))
     with pytest.raises(EndpointError, match=r"nulls: .*logprobs\.token_logprobs.* null at position 1"):
         model.token_logprobs([[5, 6, 7, 8]], [1])
+
+
+@pytest.mark.parametrize("option, value", [("--endpoint-timeout", "0"), ("--endpoint-timeout", "soon"),
+                                           ("--checkpoint-deadline", "-1"), ("--checkpoint-deadline", "nan")])
+def test_the_new_time_limits_are_checked_at_option_parsing(tmp_path, option, value):
+    run = _smoke_run(tmp_path, option, value)
+    output = run.stdout + run.stderr
+    assert run.returncode == 4 and f"{option}: expected a positive number of seconds, not '{value}'" in output, output
+    assert "Traceback" not in output

@@ -96,7 +96,7 @@ def test_relearning_is_seeded_and_trains_on_the_relearning_set(zoo_family, tmp_p
     ({"attacks": "quant4,quant2"}, "expected a comma-separated list of quant4, quant8, relearn"),
     ({"probes": "ufk,mmlu"}, "expected a comma-separated list of ufk, leak, uds"),
     ({"relearn_set": "forget"}, "expected one of forget_questions, retain"),
-    ({"relearn_steps": "many"}, "'relearn_steps' must be int"),
+    ({"relearn_steps": "many"}, "'relearn_steps' must be an integer >= 1"),
 ])
 def test_bad_robustness_options_are_one_data_error(options, problem, cache_dir):
     from unlearnbench.fixtures import zoo
