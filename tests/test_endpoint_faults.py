@@ -103,9 +103,11 @@ def test_a_hung_server_fails_its_checkpoint_in_seconds_and_the_others_keep_their
     assert hung.posted.is_set()
 
 
-def test_ctrl_c_stops_the_run_and_writes_a_report_marked_interrupted(tmp_path, answering, hung, smoke_lm_dir):
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
+def test_ctrl_c_stops_the_run_and_writes_a_report_marked_interrupted(tmp_path, answering, hung, smoke_lm_dir, workers):
+    # Under xdist only the controller sees Ctrl-C; its workers must stop too.
     env = {**os.environ, "OPENAI_API_KEY": "", "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(_command(tmp_path, answering, hung, smoke_lm_dir, "--endpoint-timeout", "600"),
+    process = subprocess.Popen(_command(tmp_path, answering, hung, smoke_lm_dir, "--endpoint-timeout", "600", *workers),
                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         assert hung.posted.wait(180), "the run never reached the hung checkpoint"

@@ -8,7 +8,9 @@ Both raise a `Cancelled` error that names why; the session turns it into
 failed checks with that reason, and the report is written as usual.
 
 The state is per process (one evaluation runs at a time in a process; its
-endpoint requests run in helper threads, which read the same state).
+endpoint requests run in helper threads, which read the same state). Under
+pytest-xdist the workers do not see Ctrl-C (the controller does): the
+controller's interrupt also creates a file the workers watch (`share_through`).
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Iterator
 
 from unlearnbench.errors import UnlearnbenchError
 
 _interrupted = threading.Event()
 _deadline: tuple[float, str] | None = None  # (time.monotonic() it passes at, the reason to give then)
+_shared: Path | None = None  # a file whose existence means "interrupted", shared with other processes
+POLL_S = 0.2
 
 
 class Cancelled(UnlearnbenchError):
@@ -42,17 +47,22 @@ class DeadlineExceeded(Cancelled):
 INTERRUPTED = "interrupted (Ctrl-C) before this finished"
 
 
+def share_through(path: Path | None) -> None:
+    """Interrupts of this process also create `path`; its existence interrupts this one."""
+    global _shared
+    _shared = path
+
+
 def interrupt() -> None:
     _interrupted.set()
+    if _shared is not None:
+        _shared.touch()
 
 
 def interrupted() -> bool:
+    if not _interrupted.is_set() and _shared is not None and _shared.exists():
+        _interrupted.set()
     return _interrupted.is_set()
-
-
-def reset() -> None:
-    """Forget an interrupt (a new run in the same process)."""
-    _interrupted.clear()
 
 
 @contextlib.contextmanager
@@ -67,7 +77,7 @@ def deadline(at: float | None, reason: str) -> Iterator[None]:
 
 
 def check() -> None:
-    if _interrupted.is_set():
+    if interrupted():
         raise Interrupted(INTERRUPTED)
     current = _deadline
     if current is not None and time.monotonic() >= current[0]:
@@ -83,7 +93,9 @@ def remaining() -> float | None:
 def sleep(seconds: float) -> None:
     """time.sleep that ends early on an interrupt or the deadline (and then raises)."""
     left = remaining()
-    _interrupted.wait(seconds if left is None else min(seconds, left))
+    until = time.monotonic() + (seconds if left is None else min(seconds, left))
+    while not interrupted() and (now := time.monotonic()) < until:
+        _interrupted.wait(min(POLL_S, until - now))
     check()
 
 
@@ -95,11 +107,11 @@ def install_sigint_handler(message: str) -> None:
         return
 
     def handle(_signum, _frame) -> None:
-        if _interrupted.is_set():
+        if interrupted():
             sys.stderr.write("\nunlearnbench: second Ctrl-C: exiting now, without a report\n")
             sys.stderr.flush()
             os._exit(130)
-        _interrupted.set()
+        interrupt()
         sys.stderr.write(f"\nunlearnbench: {message}\n")
         sys.stderr.flush()
 

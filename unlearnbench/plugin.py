@@ -23,6 +23,10 @@ import pytest
 MARKER = "unlearnbench"
 RECORD_KEY = "unlearnbench"  # the user_properties key that carries a test's record
 _STATE = pytest.StashKey["PluginState"]()
+INTERRUPT_FILE_KEY = "unlearnbench_interrupt_file"  # workerinput: the file the controller's Ctrl-C creates
+INTERRUPT_MESSAGE = ("interrupted: the running evaluation stops at its next step, the checks not yet evaluated fail "
+                     "as interrupted, and the report of what finished is written (Ctrl-C again to exit at once, "
+                     "without a report)")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -174,6 +178,10 @@ def _validate_inputs(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     state = PluginState(config)
     state.cache_secret = cache_secret
+    if state.is_worker and config.workerinput.get(INTERRUPT_FILE_KEY):
+        from unlearnbench import cancel
+
+        cancel.share_through(Path(config.workerinput[INTERRUPT_FILE_KEY]))
     config.stash[_STATE] = state
     config.pluginmanager.register(state, "unlearnbench-state")
 
@@ -226,6 +234,8 @@ class PluginState:
         self.regression_rules: list = []
         self.html_path: Path | None = None
         self.cache_secret: bytes | None = None  # from --cache-key-file, read at configure time
+        self.interrupt_file: Path | None = None  # xdist controller: created by its Ctrl-C (pytest_configure_node)
+        self.controller_handles_interrupts = False
 
     @property
     def is_worker(self) -> bool:
@@ -314,9 +324,7 @@ class PluginState:
             from unlearnbench import cancel, progress
 
             progress.enable(not self.config.getoption("no_progress"))
-            cancel.install_sigint_handler("interrupted: the running evaluation stops at its next step, the checks "
-                                          "not yet evaluated fail as interrupted, and the report of what finished "
-                                          "is written (Ctrl-C again to exit at once, without a report)")
+            cancel.install_sigint_handler(INTERRUPT_MESSAGE)
             if not self.is_worker:
                 check_report_dir(report_base(self.config), "report folder")
             bench = Bench(self.bench_options())
@@ -391,6 +399,18 @@ class PluginState:
         for record in records:
             add_record(self.report, record)
 
+    def pytest_runtest_logstart(self, nodeid: str, location) -> None:
+        """xdist controller: once a suite test starts, Ctrl-C waits for the
+        workers (which stop as interrupted) and writes the report, rather than
+        dropping what they still send. Other runs keep pytest's Ctrl-C."""
+        if self.is_worker or self.controller_handles_interrupts or getattr(self.config.option, "dist", "no") == "no":
+            return
+        if _is_suite_module(Path(self.config.rootpath) / nodeid.split("::")[0]):  # location: where a check's code is
+            from unlearnbench import cancel
+
+            cancel.install_sigint_handler(INTERRUPT_MESSAGE)
+            self.controller_handles_interrupts = True
+
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log):
         if config.getvalue("dist") != "loadgroup":
@@ -423,6 +443,19 @@ class PluginState:
         add_lost(self.report, name, reason, tests)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        """xdist controller: workers do not receive Ctrl-C; the controller's
+        creates this file, which each worker's long work watches (cancel.py)."""
+        from unlearnbench import cancel
+
+        if self.interrupt_file is None:
+            import tempfile
+
+            self.interrupt_file = Path(tempfile.gettempdir()) / f"unlearnbench-interrupt-{os.getpid()}-{secrets.token_hex(4)}"
+            cancel.share_through(self.interrupt_file)
+        node.workerinput[INTERRUPT_FILE_KEY] = str(self.interrupt_file)
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:
         """xdist controller: add a finished worker's cache counters."""
         self._add_cache_stats(getattr(node, "workeroutput", {}).get("unlearnbench_cache"))
@@ -434,13 +467,18 @@ class PluginState:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from unlearnbench import cancel
 
-        if cancel.interrupted():
+        # The first Ctrl-C: ours (cancel.py); under xdist the controller gets
+        # pytest's own KeyboardInterrupt while its workers stop as ours.
+        interrupted = cancel.interrupted() or exitstatus == pytest.ExitCode.INTERRUPTED
+        if interrupted:
             session.exitstatus = exitstatus = pytest.ExitCode.INTERRUPTED
         stats = self.bench.cache.stats.as_dict() if self.bench else None
         if self.is_worker:
             self.config.workeroutput["unlearnbench_cache"] = stats
             return
         self._add_cache_stats(stats)
+        if self.interrupt_file is not None:
+            self.interrupt_file.unlink(missing_ok=True)
         if self.report is None or not self.report["checkpoints"]:
             return
         from unlearnbench.report.schema import write_outputs
@@ -449,7 +487,7 @@ class PluginState:
         run["finished_at"] = _now()
         run["duration_s"] = round(time.time() - self.started, 3)
         run["exit_status"] = int(exitstatus)
-        run["interrupted"] = cancel.interrupted()
+        run["interrupted"] = interrupted
         run["cache"] = dict(self.cache_stats)
         self.report_path, self.html_path = write_outputs(self.report, Path(run["directory"]))
 
@@ -495,15 +533,19 @@ def pytest_xdist_auto_num_workers(config: pytest.Config):
     return count or 2
 
 
+def _is_suite_module(path: Path) -> bool:
+    """A test module that marks its tests as a suite's."""
+    try:
+        return f"mark.{MARKER}(" in path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pycollect_makemodule(module_path: Path, parent):
     """A suite's test module gets one test per check of its thresholds YAML
     (see `SuiteModule`); any other module is pytest's own."""
-    try:
-        source = module_path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    if f"mark.{MARKER}(" not in source:
+    if not _is_suite_module(module_path):
         return None
     return SuiteModule.from_parent(parent, path=module_path)
 
