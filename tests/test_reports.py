@@ -75,6 +75,16 @@ def test_html_is_self_contained_escaped_and_marks_failing_items():
 
 
 # -------------------------------------------------------------------- merge
+def test_html_says_a_run_was_interrupted_at_the_top():
+    report = synthetic({"a": {"c1": verdict("pass", 0.6, 0.5)}})
+    assert "Interrupted" not in html.render(report)
+    report["run"]["interrupted"] = True
+    page = html.render(report)
+    banner = page.index('class="interrupted"')
+    assert banner < page.index("<h2>Leaderboard</h2>")
+    assert "Interrupted (Ctrl-C)" in page[banner:page.index("<h2>Leaderboard</h2>")]
+
+
 def test_merge_combines_disjoint_runs_and_refuses_incompatible_ones():
     a = synthetic({"a": {"c1": verdict("pass", 0.6, 0.5)}})
     b = synthetic({"b": {"c1": verdict("fail", 0.3, 0.5)}})
