@@ -27,6 +27,7 @@ td.error{background:#f3c6f3}td.inconclusive{background:#fff0b3;color:#6b5900}.me
 figure.plot{margin:0;border:1px solid #eee;padding:6px}figcaption{font-size:12px;color:#555;max-width:560px}
 td.text{min-width:180px;max-width:420px;white-space:pre-wrap;word-break:break-word;font-size:12px}
 tr.bad td:first-child{border-left:4px solid #c44e52}.badge{font-size:12px;padding:1px 6px;border-radius:8px}
+.interrupted{background:#f3c6f3;border-left:4px solid #8e2c8e;padding:6px 10px}
 """
 SCRIPT = """
 function onlyFailures(box){document.querySelectorAll('tr.item').forEach(function(r){
@@ -275,6 +276,13 @@ def _matrix(report: dict) -> str:
     return (f'<table id="summary-matrix"><tr><th>checkpoint</th>{head}</tr>{"".join(body)}</table>')
 
 
+def _interrupted(run: dict) -> str:
+    if not run.get("interrupted"):
+        return ""
+    return ('<p class="interrupted"><b>Interrupted (Ctrl-C)</b>: this report holds what finished before the '
+            'interrupt; the checks not evaluated by then are errors ("interrupted"), not verdicts.</p>')
+
+
 def _lost(report: dict) -> str:
     """Checkpoints that never reported (their worker died), and NaN/inf dropped by the writer."""
     lost = [f"<li><b>{_e(n)}</b>: {_e(c['lost']['reason'])} ({len(c['lost']['tests'])} tests)</li>"
@@ -365,7 +373,7 @@ def render(report: dict) -> str:
 <code>{_e(run.get('command', ''))}</code> &middot; unlearnbench {_e(env.get('unlearnbench'))},
 torch {_e(env.get('torch'))}, transformers {_e(env.get('transformers'))} &middot;
 <b>{summary['passed']}</b> passed, <b>{summary['failed']}</b> failed, {summary['skipped']} skipped,
-{summary.get('inconclusive', 0)} inconclusive, {summary['errors']} errors</p>{_lost(report)}
+{summary.get('inconclusive', 0)} inconclusive, {summary['errors']} errors</p>{_interrupted(run)}{_lost(report)}
 <h2>Leaderboard</h2>{_leaderboard_table(board)}
 <h2>Summary</h2><p class="meta">Checkpoints x checks, failing first; a cell shows value vs bound and links to
 its details.</p>{_matrix(report)}
