@@ -83,8 +83,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--endpoint-concurrency", type=_positive_int, default=8, metavar="N",
                     help="requests in flight per endpoint model (default 8)")
     group.addoption("--endpoint-timeout", type=_positive_seconds, default=120.0, metavar="SECONDS",
-                    help="how long one request to an openai: endpoint may wait for its reply before it is retried "
-                         "(4 tries in all); default 120")
+                    help="how long one request to an openai: model (--model/--full-model/--retain-model NAME=openai:"
+                         "URL) may wait for its reply before it is retried (4 tries in all); default 120")
     group.addoption("--checkpoint-deadline", type=_positive_seconds, default=None, metavar="SECONDS",
                     help="wall-clock limit on one checkpoint's evaluation, from its first computed suite: past "
                          "it, its remaining checks fail with the reason and the run goes on (default: none)")

@@ -111,13 +111,14 @@ def _run_interruptibly(send: Callable[[list[int]], list], chunks: list[list[int]
 
     for _ in range(max(1, min(concurrency, len(chunks)))):
         threading.Thread(target=worker, daemon=True).start()
-    while len(results) < len(chunks):
+    while True:
+        progressed.clear()  # before looking: a chunk finished after the look sets it again
         if errors:
             raise errors[0]
+        if len(results) == len(chunks):
+            return [results[position] for position in range(len(chunks))]
         cancel.check()
-        progressed.wait(0.2)
-        progressed.clear()
-    return [results[position] for position in range(len(chunks))]
+        progressed.wait(cancel.POLL_S)
 
 
 def _tokenizer_dir(name: str, settings) -> Path | None:
