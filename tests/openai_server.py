@@ -129,3 +129,48 @@ class CompletionsServer:
                                   max_new_tokens=max_tokens, do_sample=False,
                                   pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
         return self.tokenizer.decode(out[0, len(ids):], skip_special_tokens=True)
+
+
+class StubServer:
+    """A loopback HTTP server for tests that need no model: it records every
+    request (method, path, Authorization header, body) and answers through
+    `respond(handler, body)`; with `tls`, over https."""
+
+    def __init__(self, respond, *, tls=None):
+        self.requests: list[dict] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_args):
+                pass
+
+            def _handle(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                stub.requests.append({"method": self.command, "path": self.path,
+                                      "authorization": self.headers.get("Authorization"), "body": body})
+                respond(self, body)
+
+            do_GET = do_POST = _handle  # noqa: N815 - http.server's names
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        self.origin = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def reply_json(handler, status: int, payload: dict, headers: dict | None = None) -> None:
+    body = json.dumps(payload).encode()
+    handler.send_response(status)
+    for name, value in {"Content-Type": "application/json", "Content-Length": str(len(body)),
+                        **(headers or {})}.items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(body)

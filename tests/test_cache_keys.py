@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from openai_server import StubServer, reply_json
 
 from unlearnbench.backends import LoadSettings
 from unlearnbench.models.checkpoint import CheckpointSpec, source_fingerprint
@@ -107,22 +106,9 @@ def test_every_prompting_file_is_in_the_checkpoint_fingerprint(tmp_path, random_
 
 @pytest.fixture
 def models_server():
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *_args):
-            pass
-
-        def do_GET(self):  # noqa: N802 - http.server's name
-            body = json.dumps({"data": [{"id": "served", "root": "/weights"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"openai:http://127.0.0.1:{httpd.server_address[1]}/v1#served"
-    httpd.shutdown()
-    httpd.server_close()
+    server = StubServer(lambda handler, _body: reply_json(handler, 200, {"data": [{"id": "served", "root": "/weights"}]}))
+    yield f"openai:{server.origin}/v1#served"
+    server.close()
 
 
 def test_every_prompting_file_is_in_an_endpoint_models_fingerprint(tmp_path, random_llama_dir, models_server,

@@ -14,11 +14,10 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from openai_server import CompletionsServer
+from openai_server import CompletionsServer, StubServer, reply_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,32 +28,19 @@ class HungServer:
     def __init__(self, served: str = "hung"):
         self.posted = threading.Event()
         self.release = threading.Event()
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_args):
-                pass
+        def respond(handler, _body) -> None:
+            if handler.command == "GET":
+                return reply_json(handler, 200, {"data": [{"id": served, "root": "/nowhere"}]})
+            self.posted.set()
+            self.release.wait(120)
 
-            def do_GET(self):  # noqa: N802 - http.server's name
-                body = json.dumps({"data": [{"id": served, "root": "/nowhere"}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_POST(self):  # noqa: N802
-                server.posted.set()
-                server.release.wait(120)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.source = f"openai:http://127.0.0.1:{self.httpd.server_address[1]}/v1#{served}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.stub = StubServer(respond)
+        self.source = f"openai:{self.stub.origin}/v1#{served}"
 
     def close(self):
         self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.stub.close()
 
 
 @pytest.fixture(scope="module")

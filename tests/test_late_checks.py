@@ -8,11 +8,10 @@ import importlib
 import json
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from openai_server import StubServer, reply_json
 
 from unlearnbench.errors import DataError
 from unlearnbench.suites import BUILTIN_SUITES
@@ -97,30 +96,16 @@ def test_uds_with_no_findable_entity_is_unavailable_with_the_count(random_llama,
 
 @pytest.fixture
 def null_logprobs_server():
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *_args):
-            pass
+    def respond(handler, body: bytes) -> None:
+        if handler.command == "GET":
+            return reply_json(handler, 200, {"data": [{"id": "nulls"}]})
+        prompts = json.loads(body)["prompt"]
+        reply_json(handler, 200, {"choices": [{"index": i, "text": "", "logprobs": {"token_logprobs": [None] * len(p)}}
+                                              for i, p in enumerate(prompts)]})
 
-        def _reply(self, payload):
-            body = json.dumps(payload).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):  # noqa: N802 - http.server's name
-            self._reply({"data": [{"id": "nulls"}]})
-
-        def do_POST(self):  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            self._reply({"choices": [{"index": i, "text": "", "logprobs": {"token_logprobs": [None] * len(p)}}
-                                     for i, p in enumerate(body["prompt"])]})
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"openai:http://127.0.0.1:{httpd.server_address[1]}/v1#nulls"
-    httpd.shutdown()
-    httpd.server_close()
+    server = StubServer(respond)
+    yield f"openai:{server.origin}/v1#nulls"
+    server.close()
 
 
 def test_null_log_probs_from_an_endpoint_are_an_error_naming_the_field(null_logprobs_server, monkeypatch):

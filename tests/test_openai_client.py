@@ -1,80 +1,38 @@
 """Where the API key goes, and how long a request may hold a run: the one
 HTTP client behind the `openai:` model backend and the `openai:` judge,
-against small servers on 127.0.0.1 started here (no model needed)."""
+against stub servers on 127.0.0.1 started here (no model needed)."""
 
 from __future__ import annotations
 
-import json
 import ssl
 import subprocess
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from openai_server import StubServer, reply_json
 
 from unlearnbench.openai_api import EndpointError, OpenAIClient
 
 KEY = "sk-never-leaves"
 
 
-class Recorder:
-    """A loopback server that records every request (method, path,
-    Authorization header) and answers through `respond(handler)`."""
-
-    def __init__(self, respond=None, *, tls: ssl.SSLContext | None = None):
-        self.requests: list[dict] = []
-        self.respond = respond or (lambda handler: _json(handler, 200, {"data": [{"id": "m"}]}))
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_args):
-                pass
-
-            def _record(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                recorder.requests.append({"method": self.command, "path": self.path,
-                                          "authorization": self.headers.get("Authorization"),
-                                          "body": self.rfile.read(length) if length else b""})
-                recorder.respond(self)
-
-            do_GET = do_POST = _record  # noqa: N815 - http.server's names
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        if tls is not None:
-            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
-        self.port = self.httpd.server_address[1]
-        self.origin = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def _json(handler, status: int, payload: dict, headers: dict | None = None) -> None:
-    body = json.dumps(payload).encode()
-    handler.send_response(status)
-    for name, value in {"Content-Type": "application/json", "Content-Length": str(len(body)),
-                        **(headers or {})}.items():
-        handler.send_header(name, value)
-    handler.end_headers()
-    handler.wfile.write(body)
+def _models(handler, _body) -> None:
+    reply_json(handler, 200, {"data": [{"id": "m"}]})
 
 
 def _redirect(location: str, status: int = 302):
-    def respond(handler):
-        _json(handler, status, {}, {"Location": location + handler.path})
+    def respond(handler, _body):
+        reply_json(handler, status, {}, {"Location": location + handler.path})
     return respond
 
 
 @pytest.fixture
 def servers():
-    started: list[Recorder] = []
+    started: list[StubServer] = []
 
-    def start(respond=None, **kwargs) -> Recorder:
-        started.append(Recorder(respond, **kwargs))
+    def start(respond=_models, **kwargs) -> StubServer:
+        started.append(StubServer(respond, **kwargs))
         return started[-1]
 
     yield start
@@ -104,10 +62,10 @@ def test_a_redirect_to_another_origin_never_carries_the_key(servers, no_proxy_va
 
 
 def test_a_redirect_on_the_same_origin_is_followed_with_the_key(servers, no_proxy_variables):
-    def respond(handler):
+    def respond(handler, _body):
         if handler.path.startswith("/old"):
-            return _json(handler, 307, {}, {"Location": handler.path.replace("/old", "/v1", 1)})
-        _json(handler, 200, {"object": "list", "data": [{"id": "m"}]})
+            return reply_json(handler, 307, {}, {"Location": handler.path.replace("/old", "/v1", 1)})
+        reply_json(handler, 200, {"object": "list", "data": [{"id": "m"}]})
 
     server = servers(respond)
     client = OpenAIClient(server.origin + "/old", what="--model openai:test", retries=1)
@@ -119,7 +77,7 @@ def test_a_redirect_on_the_same_origin_is_followed_with_the_key(servers, no_prox
 
 @pytest.mark.parametrize("variable", ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"])
 def test_a_proxy_variable_never_sees_a_loopback_request(servers, no_proxy_variables, monkeypatch, variable):
-    proxy = servers(lambda handler: _json(handler, 200, {"data": [{"id": "from-the-proxy"}]}))
+    proxy = servers(lambda handler, _body: reply_json(handler, 200, {"data": [{"id": "from-the-proxy"}]}))
     target = servers()
     monkeypatch.setenv(variable, proxy.origin)
     for host in ("127.0.0.1", "localhost"):
@@ -154,7 +112,7 @@ def test_https_carries_the_key_and_verifies_the_certificate(servers, no_proxy_va
 
 def test_a_server_that_never_answers_gives_up_after_the_timeout(servers, no_proxy_variables):
     answered = threading.Event()
-    server = servers(lambda handler: answered.wait(60))
+    server = servers(lambda handler, _body: answered.wait(60))
     client = OpenAIClient(server.origin + "/v1", what="--model openai:test", timeout=1.0, retries=2, backoff=0.1)
     started = time.monotonic()
     with pytest.raises(EndpointError, match="(?i)timed? ?out"):
@@ -165,7 +123,7 @@ def test_a_server_that_never_answers_gives_up_after_the_timeout(servers, no_prox
 
 
 def test_a_reply_larger_than_the_bound_is_not_read(servers, no_proxy_variables):
-    server = servers(lambda handler: _json(handler, 200, {"text": "x" * 5000}))
+    server = servers(lambda handler, _body: reply_json(handler, 200, {"text": "x" * 5000}))
     client = OpenAIClient(server.origin + "/v1", what="--model openai:test", retries=1, max_reply_bytes=1000)
     with pytest.raises(EndpointError, match="larger than 1000 bytes"):
         client.get("/models")

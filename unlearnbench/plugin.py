@@ -9,6 +9,7 @@ the standard library and pytest.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -533,8 +534,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config):
     return count or 2
 
 
+@functools.lru_cache(maxsize=None)
 def _is_suite_module(path: Path) -> bool:
-    """A test module that marks its tests as a suite's."""
+    """A test module that marks its tests as a suite's (read once per module:
+    the xdist controller asks at every test's start)."""
     try:
         return f"mark.{MARKER}(" in path.read_text(encoding="utf-8", errors="replace")
     except OSError:
