@@ -59,10 +59,13 @@ def entity_span_chars(reference: str, entity: str, convention: str) -> tuple[int
 def encode_items(handle, items: list[UDSItem], *, convention: str = "spec"):
     """(kept items, token sequences, entity spans, skipped {id: reason}).
 
-    Prompt and reference are tokenized separately (as every scorer here
-    does); the entity's tokens are found in the reference through the fast
-    tokenizer's offset mapping. The sequence stops after the entity.
-    `convention="reference"` takes the public UDS code's reference text and
+    `convention="spec"` reads prompt and reference as the one text the model
+    was trained on (SPEC §3): a prompt that ends in a space ("Answer: " with
+    an empty prefix) gives its space to the reference, so a byte-level BPE
+    scores 'ĠTidewell', not a lone 'Ġ' then 'T', 'ide', 'well'. The entity's
+    tokens are those the fast tokenizer's offset mapping places over it; the
+    sequence stops after the entity. `convention="reference"` encodes prompt
+    and reference apart, with the public UDS code's reference text and
     entity search (`reference_text`, `entity_span_chars`).
     """
     check_convention(convention)
@@ -74,15 +77,23 @@ def encode_items(handle, items: list[UDSItem], *, convention: str = "spec"):
             skipped[item.id] = "entity not found in the reference answer"
             continue
         start_char, end_char = found
-        reference_ids, offsets = handle.encode_with_offsets(reference)
+        if convention == "reference":
+            head = handle.encode_prompt(item.prompt)
+            text_ids, offsets = handle.encode_with_offsets(reference)
+            ids, base = head + text_ids, len(head)
+        else:
+            text = item.prompt + reference
+            ids = handle.encode_prompt(text)
+            text_ids, offsets = handle.encode_with_offsets(text)
+            base = len(ids) - len(text_ids)  # the BOS, where the tokenizer adds one
+            start_char, end_char = start_char + len(item.prompt), end_char + len(item.prompt)
         tokens = [j for j, (a, b) in enumerate(offsets) if a < end_char and b > start_char]
         if not tokens:
             skipped[item.id] = "entity has no tokens of its own"
             continue
-        prompt = handle.encode_prompt(item.prompt)
         kept.append(item)
-        sequences.append(prompt + reference_ids[: tokens[-1] + 1])
-        spans.append((len(prompt) + tokens[0], len(prompt) + tokens[-1] + 1))
+        sequences.append(ids[: base + tokens[-1] + 1])
+        spans.append((base + tokens[0], base + tokens[-1] + 1))
     return kept, sequences, spans, skipped
 
 

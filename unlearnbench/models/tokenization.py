@@ -67,26 +67,33 @@ class Tokenization:
 
         return format_chat(self.tokenizer, messages, add_generation_prompt=add_generation_prompt)
 
+    def encode_pair(self, context: str, continuation: str) -> tuple[list[int], int]:
+        """(ids, start): the ids the model reads for `context + continuation`
+        and where the continuation's tokens begin in them (SPEC §0).
+
+        lm-evaluation-harness's `_encode_pair` rule: the context's trailing
+        whitespace moves into the continuation, the joined text is encoded
+        once, and the continuation is what follows the stripped context's
+        ids. A byte-level BPE reads "Answer: Paris" as [..., ':', 'ĠParis'];
+        encoding the two parts apart would score a lone 'Ġ' and then 'Paris',
+        tokens such a model never saw in that order. With an empty context
+        and no BOS, the first token has nothing to condition on and is not
+        scored.
+        """
+        stripped = context.rstrip()
+        ids = self.encode_prompt(context + continuation)
+        start = len(self.encode_prompt(stripped)) if stripped else len(self._bos())
+        if start >= len(ids):
+            raise ValueError(f"empty continuation for context {context[:40]!r}")
+        return ids, max(start, 1)
+
     def score_continuations(
         self, contexts: Sequence[str], continuations: Sequence[str], *, vocab_stats: bool = False
     ) -> list[TokenScores]:
-        """Scores of each continuation's tokens given its context.
-
-        Context and continuation are tokenized separately (as lm-evaluation-
-        harness does) so the scored tokens are exactly the continuation's. With
-        an empty context and a tokenizer that adds no BOS, the first token has
-        nothing to condition on and is not scored.
-        """
-        sequences, starts = [], []
-        for context, continuation in zip(contexts, continuations, strict=True):
-            ctx = self.encode_prompt(context) if context else self._bos()
-            cont = self.encode(continuation, add_special_tokens=False)
-            if not cont:
-                raise ValueError(f"empty continuation for context {context[:40]!r}")
-            start = max(len(ctx), 1)
-            sequences.append(ctx + cont)
-            starts.append(start)
-        return self.token_logprobs(sequences, starts, vocab_stats=vocab_stats)
+        """Scores of each continuation's tokens given its context, each pair
+        encoded as `encode_pair` reads it."""
+        pairs = [self.encode_pair(c, x) for c, x in zip(contexts, continuations, strict=True)]
+        return self.token_logprobs([ids for ids, _ in pairs], [start for _, start in pairs], vocab_stats=vocab_stats)
 
     def _bos(self) -> list[int]:
         ids = self.tokenizer("", add_special_tokens=True)["input_ids"]
