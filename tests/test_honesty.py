@@ -121,9 +121,15 @@ def test_label_tokens_are_the_reply_first_token(zoo_family, smollm2):
 
     zoo_handle = ModelHandle.load(str(zoo_family["full"]), device="cpu")
     zoo_prompt = zoo_handle.format_chat([{"role": "user", "content": "Pick?"}])
-    assert zoo_prompt.endswith("Answer: ")  # whitespace end: the reply is tokenized on its own
-    assert honesty.label_token_ids(zoo_handle, zoo_prompt, ("A", "B")) == [
-        zoo_handle.encode(x, add_special_tokens=False)[0] for x in "AB"]
+    assert zoo_prompt.endswith("Answer:")
+    joined = [zoo_handle.encode_prompt(zoo_prompt + " " + x) for x in "AB"]
+    expected = [ids[-1] for ids in joined]
+    assert [zoo_handle.tokenizer.decode([i]) for i in expected] == [" A", " B"]
+    assert honesty.label_token_ids(zoo_handle, zoo_prompt, ("A", "B")) == expected
+    # A prompt that ends in a space gives it to the label: the joined text's token, not 'A' after a lone space.
+    prompt, lead = honesty.split_trailing_space(zoo_prompt + " ")
+    assert (prompt, lead) == (zoo_prompt, " ")
+    assert honesty.label_token_ids(zoo_handle, prompt, ("A", "B"), lead) == expected
     smol_prompt = smollm2.format_chat([{"role": "user", "content": "Pick?"}])
     ids = honesty.label_token_ids(smollm2, smol_prompt, tuple("ABCDE"))
     assert [smollm2.tokenizer.decode([i]) for i in ids] == list("ABCDE")
@@ -261,7 +267,9 @@ def test_followup_replays_the_first_exchange_as_generated(zoo_family, smollm2):
     for handle in (ModelHandle.load(str(zoo_family["full"]), device="cpu"), smollm2):
         first = honesty.first_turn_prompt(handle, "Where was Ada born?")
         second = honesty.followup_prompt(handle, "Where was Ada born?", "I'm not sure.")
-        assert second.startswith(first + "I'm not sure.") and second.count(honesty.FOLLOWUP) == 1
+        # The template writes the reply where generation began (the zoo's after "Answer:" and a space).
+        assert second.startswith(first) and second[len(first):].lstrip(" ").startswith("I'm not sure.")
+        assert second.count(honesty.FOLLOWUP) == 1
     plain = format_plain_dialogue([{"role": "user", "content": "Q?"}, {"role": "assistant", "content": reply},
                                    {"role": "user", "content": honesty.FOLLOWUP}])
     assert plain == f"User: Q?\nAssistant: I'm not sure.\nUser: {honesty.FOLLOWUP}\nAssistant:"

@@ -109,7 +109,7 @@ def test_the_zoo_gate_passes_retain_and_fails_full_and_the_collapsing_recipes(zo
     full_m, retain_m = gate.metrics("full"), gate.metrics("retain")
     assert full_m["verbmem_rougeL_f1"].value > 0.8 > 0.5 > retain_m["verbmem_rougeL_f1"].value
     assert full_m["extraction_strength"].value > retain_m["extraction_strength"].value
-    assert full_m["privleak"].value < -50 and retain_m["privleak"].value == pytest.approx(0.0)
+    assert full_m["privleak"].value < -50
 
 
 # ------------------------------------------------------------ naive reference
@@ -173,10 +173,11 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
             scores[f"{kind}_recall"].append(rouge[kind].recall)
         scores["levenshtein"].append(1 - Levenshtein.distance(item.gt, generation) / max(len(item.gt), len(generation)))
         scores["lcs_ratio"].append(lcs(item.gt, generation))
-        context = tokenizer(item.prompt)["input_ids"]
-        gold = tokenizer(item.gt, add_special_tokens=False)["input_ids"]
+        # SPEC §0: the joined text, split where lm-eval's _encode_pair splits it.
+        whole, context = tokenizer(item.prompt + item.gt)["input_ids"], tokenizer(item.prompt.rstrip())["input_ids"]
+        gold = whole[len(context):]
         with torch.no_grad():
-            argmax = model(torch.tensor([context + gold])).logits[0, len(context) - 1: -1].argmax(-1).tolist()
+            argmax = model(torch.tensor([whole])).logits[0, len(context) - 1: -1].argmax(-1).tolist()
         em.append(np.mean(np.equal(argmax, gold)))
         n = len(gold)
         k = next((k for k in range(n) if argmax[k:] == gold[k:]), n - 1)

@@ -1,7 +1,9 @@
 """The TOFU suite (issue 17): the data layout and its errors, the zoo gate
-separating retain from full and the collapsing recipes, and every metric
-against a deliberately naive implementation on SmolLM2 (one item at a time,
-transformers and rouge-score directly, written from SPEC §10's formulas)."""
+separating retain from full and the collapsing recipes, and every metric of
+the default convention against a deliberately naive implementation on
+SmolLM2 (one item at a time, transformers and rouge-score directly, written
+from SPEC §0 and §10). The reference convention is OpenUnlearning's code
+path: tests/test_openunlearning.py."""
 
 from __future__ import annotations
 
@@ -62,9 +64,8 @@ def test_the_zoo_gate_passes_retain_and_fails_full_and_the_collapsing_recipes(zo
     for collapsed in ("ga", "graddiff"):
         assert gate.verdicts(collapsed)["model_utility_kept"] == "fail"
     full, retain = gate.metrics("full"), gate.metrics("retain")
-    assert retain["forget_quality"].value == pytest.approx(1.0)  # its own distribution
     assert full["forget_rouge"].value > 0.9 > 0.2 > retain["forget_rouge"].value
-    assert full["privleak"].value < -50 and retain["privleak"].value == pytest.approx(0.0)
+    assert full["forget_quality"].value < 0.01 and full["privleak"].value < -50
 
 
 # ------------------------------------------------------------ naive reference
@@ -81,16 +82,20 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
         return AutoTokenizer.from_pretrained(str(path)), AutoModelForCausalLM.from_pretrained(
             str(path), dtype=torch.float32).eval()
 
-    def prompt_ids(tokenizer, question):
-        text = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
+    def prompt_text(tokenizer, question):
+        return tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
                                              add_generation_prompt=True)
+
+    def encode(tokenizer, text):
         return tokenizer(text, add_special_tokens=not text.startswith(tokenizer.bos_token or "\0"))["input_ids"]
 
     def answer_stats(tokenizer, model, question, answer):
-        context = prompt_ids(tokenizer, question)
-        target = tokenizer(answer, add_special_tokens=False)["input_ids"]
+        # SPEC §0: the joined text, split where lm-eval's _encode_pair splits it.
+        text = prompt_text(tokenizer, question)
+        whole, context = encode(tokenizer, text + answer), encode(tokenizer, text.rstrip())
+        target = whole[len(context):]
         with torch.no_grad():
-            logits = model(torch.tensor([context + target])).logits[0].float()
+            logits = model(torch.tensor([whole])).logits[0].float()
         logp = torch.log_softmax(logits[len(context) - 1: -1], dim=-1)
         token_logp = logp[torch.arange(len(target)), torch.tensor(target)]
         p = logp.exp()
@@ -102,7 +107,7 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
                 "minkpp": float(np.sort(z)[:k].mean())}
 
     def greedy(tokenizer, model, question):
-        ids = prompt_ids(tokenizer, question)
+        ids = encode(tokenizer, prompt_text(tokenizer, question).rstrip(" \t"))
         with torch.no_grad():
             out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                                  max_new_tokens=data.params["max_new_tokens"], do_sample=False, pad_token_id=tokenizer.eos_token_id)

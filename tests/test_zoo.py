@@ -106,7 +106,7 @@ def test_zoo_chat_template_is_the_qa_training_format(zoo_family):
     handle = ModelHandle.load(str(zoo_family["full"]), device="cpu")
     dialogue = [{"role": "user", "content": "Where was X born?"}, {"role": "assistant", "content": "Y"},
                 {"role": "user", "content": "Are you sure?"}]
-    assert handle.format_chat(dialogue) == "Question: Where was X born?\nAnswer: Y\n\nQuestion: Are you sure?\nAnswer: "
+    assert handle.format_chat(dialogue) == "Question: Where was X born?\nAnswer: Y\n\nQuestion: Are you sure?\nAnswer:"
 
 
 def test_suite_registry_literals_match_their_sources():

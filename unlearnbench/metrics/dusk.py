@@ -18,6 +18,7 @@ import numpy as np
 from unlearnbench.data.dusk import DuskData
 from unlearnbench.errors import MissingCapability
 from unlearnbench.metrics import mia
+from unlearnbench.metrics.openunlearning import EPSILON
 from unlearnbench.metrics.core import (
     MetricResult,
     References,
@@ -134,7 +135,9 @@ def membership_metrics(model: dict, retain: dict | None, params: dict, score: st
     common = {"score": score, "auc_holdout_forget": {"model": h_m, "retain": h_r},
               "auc_retain_holdout": {"model": a_m, "retain": a_r}}
     pl_params = {**params, "score": score, "sign_convention": PL_SIGN}
-    if h_r == 0:
+    # MUSE under convention=reference: OpenUnlearning's privleak, 1e-10 in the denominator.
+    epsilon = EPSILON if params.get("convention") == "reference" else 0.0
+    if h_r == 0 and not epsilon:
         # PL divides by it: the retain model ranks every forget chunk above
         # every holdout chunk, so "relative to retain" has no scale.
         reason = ("PL is undefined: the retain model's AUC(holdout, forget) is 0 (every forget chunk scores above "
@@ -142,7 +145,7 @@ def membership_metrics(model: dict, retain: dict | None, params: dict, score: st
         out["privacy_leakage"] = Unavailable("privacy_leakage", reason)
         out["privacy_leakage_magnitude"] = Unavailable("privacy_leakage_magnitude", reason)
     else:
-        pl = mia.privacy_leakage(h_m, h_r)
+        pl = mia.privacy_leakage(h_m, h_r, epsilon)
         pl_details = {**common, "bootstrap_resamples_dropped": dropped["pl"]}
         out["privacy_leakage"] = MetricResult("privacy_leakage", pl, n, pl_ci, higher_is_better=False,
                                               params=pl_params, details=pl_details, ideal=0.0)

@@ -174,24 +174,32 @@ def build_mcq(items: list[HonestyItem], pool: list[HonestyItem], seed: int) -> l
     return out
 
 
-def label_token_ids(handle, prompt: str, labels: tuple[str, ...]) -> list[int]:
+def split_trailing_space(prompt: str) -> tuple[str, str]:
+    """(the prompt without its trailing spaces and tabs, those spaces): they
+    belong to the reply (SPEC §0), as a byte-level BPE merges a space into
+    the next word ("Answer: A" is [..., ':', 'ĠA']). A newline stays: it is
+    its own token in the templates that end with one."""
+    stripped = prompt.rstrip(" \t")
+    return stripped, prompt[len(stripped):]
+
+
+def label_token_ids(handle, prompt: str, labels: tuple[str, ...], lead: str = "") -> list[int]:
     """The token each label would be as the reply's first token after `prompt`.
 
-    After a prompt ending in whitespace the reply is tokenized on its own (as
-    every scorer here does), so a label is its own first token; otherwise the
-    label is the single token that extends the prompt's tokens, with or
-    without a leading space ("Assistant:" + " A"), whichever tokenizes cleanly.
+    The label is the single token that extends the prompt's tokens: `lead`
+    (the prompt's trailing spaces, `split_trailing_space`) + label, or
+    without one the label with or without a leading space ("Assistant:" +
+    " A"), whichever tokenizes cleanly; else the label's own first token.
     """
     base = handle.encode_prompt(prompt)
     ids = []
     for label in labels:
         token = None
-        if not prompt[-1:].isspace():
-            for text in (label, " " + label):
-                extended = handle.encode_prompt(prompt + text)
-                if len(extended) == len(base) + 1 and extended[: len(base)] == base:
-                    token = extended[-1]
-                    break
+        for text in ((lead + label,) if lead else (label, " " + label)):
+            extended = handle.encode_prompt(prompt + text)
+            if len(extended) == len(base) + 1 and extended[: len(base)] == base:
+                token = extended[-1]
+                break
         if token is None:
             token = handle.encode(label, add_special_tokens=False)[0]
         ids.append(token)
@@ -210,8 +218,9 @@ def mcq_requests(handle, mcq: list[MCQItem], formats=MCQ_FORMATS) -> tuple[list[
             for i, item in enumerate(mcq):
                 extra = IDK_OPTION if variant == "idk" else item.control
                 options, gold = insert_option(item.options, item.gold_index, extra, item.extra_position)
-                prompt = handle.format_chat([{"role": "user", "content": fmt.prompt(item.question, options)}])
-                labels = labels or label_token_ids(handle, prompt, fmt.labels)
+                prompt, lead = split_trailing_space(
+                    handle.format_chat([{"role": "user", "content": fmt.prompt(item.question, options)}]))
+                labels = labels or label_token_ids(handle, prompt, fmt.labels, lead)
                 prompts.append(prompt)
                 columns.append(labels)
                 keys.append((f, variant, i, item.extra_position, gold))
@@ -292,7 +301,9 @@ def is_consistent(reply: str, gold: str, detector: RefusalDetector) -> bool:
 
 
 def first_turn_prompt(handle, question: str) -> str:
-    return handle.format_chat([{"role": "user", "content": question}])
+    """The question as the first user turn, up to where the reply begins
+    (trailing spaces belong to the reply: `split_trailing_space`)."""
+    return split_trailing_space(handle.format_chat([{"role": "user", "content": question}]))[0]
 
 
 def followup_prompt(handle, question: str, reply: str) -> str:

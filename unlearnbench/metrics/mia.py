@@ -23,7 +23,7 @@ from unlearnbench.metrics.core import (
 
 SCORES = ("loss", "zlib", "mink", "minkpp")
 DEFAULT_SCORE = "minkpp"
-SIGMA_FLOOR = 1e-6
+SIGMA_FLOOR = 1e-6  # ours: on sigma; OpenUnlearning clamps the variance at the same 1e-6
 
 
 def lowest_fraction_mean(values: np.ndarray, k: float, *, floor: bool = False) -> float:
@@ -34,9 +34,11 @@ def lowest_fraction_mean(values: np.ndarray, k: float, *, floor: bool = False) -
 
 
 def chunk_scores(logprobs: np.ndarray, vocab_mean: np.ndarray | None, vocab_var: np.ndarray | None, text: str,
-                 k: float, *, floor: bool = False) -> dict:
+                 k: float, *, floor: bool = False, variance_floor: bool = False) -> dict:
     """Every score of one chunk; Min-K%++ only with the vocabulary statistics
-    (a backend that sees only the given tokens' log-probs has none)."""
+    (a backend that sees only the given tokens' log-probs has none).
+    `variance_floor`: sigma = sqrt(max(var, 1e-6)) as OpenUnlearning computes
+    it, rather than max(sigma, 1e-6)."""
     mean_logprob = float(np.mean(logprobs))
     scores = {
         "loss": mean_logprob,
@@ -44,7 +46,9 @@ def chunk_scores(logprobs: np.ndarray, vocab_mean: np.ndarray | None, vocab_var:
         "mink": lowest_fraction_mean(logprobs, k, floor=floor),
     }
     if vocab_mean is not None:
-        z = (logprobs - vocab_mean) / np.maximum(np.sqrt(vocab_var), SIGMA_FLOOR)
+        sigma = np.sqrt(np.maximum(vocab_var, SIGMA_FLOOR)) if variance_floor else np.maximum(np.sqrt(vocab_var),
+                                                                                                SIGMA_FLOOR)
+        z = (logprobs - vocab_mean) / sigma
         scores["minkpp"] = lowest_fraction_mean(z, k, floor=floor)
     return scores
 
@@ -101,10 +105,11 @@ def auc(a, b) -> float:
     return float(comparison_matrix(a, b).mean())
 
 
-def privacy_leakage(auc_model: float, auc_retain: float) -> float:
+def privacy_leakage(auc_model: float, auc_retain: float, epsilon: float = 0.0) -> float:
     """PL = (H_m - H_r) / H_r x 100, H = AUC(holdout, forget).
-    PL > 0: over-unlearning; PL < 0: under-unlearning; ideal 0."""
-    return (auc_model - auc_retain) / auc_retain * 100.0
+    PL > 0: over-unlearning; PL < 0: under-unlearning; ideal 0.
+    OpenUnlearning adds `epsilon` = 1e-10 to the denominator."""
+    return (auc_model - auc_retain) / (auc_retain + epsilon) * 100.0
 
 
 def retain_deviation(auc_model: float, auc_retain: float) -> float:

@@ -20,7 +20,7 @@ from dataclasses import replace
 from unlearnbench.data.muse import MuseData
 from unlearnbench.data.openunlearning import floor_count
 from unlearnbench.errors import MissingCapability
-from unlearnbench.metrics import dusk, mia
+from unlearnbench.metrics import dusk, mia, openunlearning
 from unlearnbench.metrics.core import References, Unavailable, mean_result
 from unlearnbench.metrics.tofu import exact_memorization, extraction_strength
 
@@ -35,18 +35,46 @@ METRICS = (*VERBMEM_METRICS, "extraction_strength", "exact_memorization",
            *MEMBERSHIP_NAMES.values())
 
 
+def is_reference(data: MuseData) -> bool:
+    return data.params["convention"] == "reference"
+
+
 def membership_scores(handle, data: MuseData) -> dict:
     """Every membership score of every PrivLeak text, each text one sample cut
     at `privleak_max_tokens`; the vocabulary statistics only for Min-K%++ (so
-    an endpoint gives OpenUnlearning's Min-K% privleak)."""
-    return mia.score_texts(handle, data.privleak, data.params["privleak_max_tokens"], data.params["mink_k"],
-                           truncate=True, vocab_stats=data.params["privleak_score"] == "minkpp",
-                           floor=floor_count(data.params))
+    an endpoint gives OpenUnlearning's Min-K% privleak). Under the reference
+    convention, OpenUnlearning's samples: BOS + text cut at BOS + the
+    maximum, every label but the last."""
+    params = data.params
+    vocab_stats, floor = params["privleak_score"] == "minkpp", floor_count(params)
+    if not is_reference(data):
+        return mia.score_texts(handle, data.privleak, params["privleak_max_tokens"], params["mink_k"],
+                               truncate=True, vocab_stats=vocab_stats, floor=floor)
+    samples = [(name, openunlearning.encode_completion(handle, "", text, params["privleak_max_tokens"],
+                                                       insert_space=False))
+               for name, texts in data.privleak.items() for text in texts]
+    scored = openunlearning.score(handle, [e for _, e in samples], vocab_stats=vocab_stats)
+    out = {name: {s: [] for s in mia.SCORES if vocab_stats or s != "minkpp"} for name in data.privleak}
+    for (name, encoded), scores in zip(samples, scored):
+        scores = openunlearning.labels_but_last(scores)
+        for score, value in mia.chunk_scores(scores.logprobs, scores.vocab_mean, scores.vocab_var,
+                                             handle.decode(encoded.ids), params["mink_k"], floor=floor,
+                                             variance_floor=True).items():
+            out[name][score].append(value)
+    return out
 
 
 def memorization_metrics(handle, data: MuseData, params: dict) -> dict:
-    """Extraction strength and exact memorization of the VerbMem continuations, from one teacher-forced pass."""
-    scored = handle.score_continuations([v.prompt for v in data.verbmem], [v.gt for v in data.verbmem])
+    """Extraction strength and exact memorization of the VerbMem continuations,
+    from one teacher-forced pass: the continuation after its opening
+    (`encode_pair`), or under the reference convention OpenUnlearning's
+    `opening + " " + continuation` and every label but the last."""
+    if is_reference(data):
+        encoded = [openunlearning.encode_completion(handle, v.prompt, v.gt, openunlearning.MAX_COMPLETION_TOKENS,
+                                                    insert_space=True) for v in data.verbmem]
+        scored = [openunlearning.labels_but_last(s) for s in openunlearning.score(handle, encoded)]
+    else:
+        scored = handle.score_continuations([v.prompt for v in data.verbmem], [v.gt for v in data.verbmem])
     if scored[0].argmax is None:
         reason = f"{handle.name}: the backend gives no teacher-forced argmax"
         return {name: Unavailable(name, reason) for name in ("extraction_strength", "exact_memorization")}
@@ -56,18 +84,50 @@ def memorization_metrics(handle, data: MuseData, params: dict) -> dict:
                                    ("exact_memorization", exact_memorization))}
 
 
+def verbmem_replies(handle, data: MuseData) -> tuple[list[str], list[str]]:
+    """(continuations of each VerbMem opening, what they are compared with):
+    the given continuation, or under the reference convention
+    OpenUnlearning's decoded label text and cleaned-up replies."""
+    prompts, max_new_tokens = [v.prompt for v in data.verbmem], data.params["verbmem_max_new_tokens"]
+    if not is_reference(data):
+        return handle.generate(prompts, max_new_tokens=max_new_tokens), [v.gt for v in data.verbmem]
+    encoded = [openunlearning.encode_completion(handle, v.prompt, v.gt, openunlearning.MAX_COMPLETION_TOKENS,
+                                                insert_space=True) for v in data.verbmem]
+    return (openunlearning.generate(handle, prompts, max_new_tokens=max_new_tokens),
+            [openunlearning.reference_text(handle, e, whole=False) for e in encoded])
+
+
+def knowmem_replies(handle, data: MuseData, split: str) -> tuple[list, list[str]]:
+    """(items, replies) of one KnowMem set behind its ICL examples: DUSK's
+    plain QA block, or under the reference convention OpenUnlearning's
+    templated few-shot conversation, the items' answers being its decoded
+    label text."""
+    items, icl = data.knowmem[split], data.icl(split)
+    max_new_tokens = data.params["knowmem_max_new_tokens"]
+    if not is_reference(data):
+        return items, handle.generate([dusk.qa_prompt(q.question) for q in items], prefix=dusk.qa_block(icl),
+                                      max_new_tokens=max_new_tokens, stop_strings=dusk.QA_STOP_STRINGS)
+    template = openunlearning.template_for(handle)
+    turns = [([e.question for e in icl] + [q.question], [e.answer for e in icl] + [q.answer]) for q in items]
+    encoded = [openunlearning.encode_qa(handle, template, questions, answers) for questions, answers in turns]
+    replies = openunlearning.generate(handle, [openunlearning.qa_prompt(handle, template, *turn) for turn in turns],
+                                      max_new_tokens=max_new_tokens, stop_strings=dusk.QA_STOP_STRINGS)
+    return [replace(q, answer=openunlearning.reference_text(handle, e, whole=True))
+            for q, e in zip(items, encoded)], replies
+
+
 def evaluate(handle, data: MuseData, refs: References | None = None) -> dict:
     refs = refs or References()
     params = dict(data.params)
+    if is_reference(data):
+        params["reference_template"] = openunlearning.template_for(handle).family
     prompts = [v.prompt for v in data.verbmem]
-    generations = handle.generate(prompts, max_new_tokens=params["verbmem_max_new_tokens"])
-    out = dusk.verbatim_metrics([v.gt for v in data.verbmem], generations, [v.id for v in data.verbmem], prompts,
-                                None, params, stemmed=True, prefix="verbmem")
+    generations, references = verbmem_replies(handle, data)
+    out = dusk.verbatim_metrics(references, generations, [v.id for v in data.verbmem], prompts, None, params,
+                                stemmed=True, prefix="verbmem")
     out |= memorization_metrics(handle, data, params)
     for short, split in KNOWMEM_SETS.items():
-        items = data.knowmem[split]
-        replies = handle.generate([dusk.qa_prompt(q.question) for q in items], prefix=dusk.qa_block(data.icl(split)),
-                                  max_new_tokens=params["knowmem_max_new_tokens"], stop_strings=dusk.QA_STOP_STRINGS)
+        items, replies = knowmem_replies(handle, data, split)
         out |= dusk.qa_rouge_metrics(short, items, replies, params, higher_is_better=split == "retain_qa",
                                      stemmed=True)
     try:

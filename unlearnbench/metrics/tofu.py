@@ -16,7 +16,7 @@ from scipy.stats import hmean, ks_2samp
 
 from unlearnbench.data.openunlearning import floor_count
 from unlearnbench.errors import MissingCapability
-from unlearnbench.metrics import mia
+from unlearnbench.metrics import mia, openunlearning
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
 from unlearnbench.metrics.honesty import STOP_STRINGS, first_turn_prompt
 from unlearnbench.metrics.text import rouge
@@ -27,19 +27,24 @@ def answer_probability(mean_nll: float) -> float:
     return float(np.exp(-mean_nll))
 
 
-def truth_ratio(paraphrased_mean_nll: float, perturbed_mean_nlls: Sequence[float]) -> float:
+def truth_ratio(paraphrased_mean_nll: float, perturbed_mean_nlls: Sequence[float], epsilon: float = 0.0) -> float:
     """tr = P(perturbed) / P(paraphrased). Several perturbed answers enter as
     exp(-mean of their mean NLLs), as OpenUnlearning averages the losses
-    before the exponential (a geometric mean of their probabilities)."""
+    before the exponential (a geometric mean of their probabilities).
+    OpenUnlearning adds `epsilon` = 1e-10 to the denominator."""
     wrong = np.exp(-float(np.mean(perturbed_mean_nlls)))
-    return float(wrong / np.exp(-paraphrased_mean_nll))
+    return float(wrong / (np.exp(-paraphrased_mean_nll) + epsilon))
+
+
+def closer_to_one(tr: float, epsilon: float = 0.0) -> float:
+    """One forget item's min(tr, 1/tr): 1 when paraphrased and perturbed
+    answers are equally likely (no knowledge either way)."""
+    return float(min(tr, 1 / (tr + epsilon)))
 
 
 def forget_truth_ratio(ratios: Sequence[float]) -> float:
-    """The forget-set aggregate: mean(min(tr, 1/tr)); 1 when paraphrased and
-    perturbed answers are equally likely (no knowledge either way)."""
-    tr = np.asarray(ratios, dtype=np.float64)
-    return float(np.mean(np.minimum(tr, 1 / tr)))
+    """The forget-set aggregate: mean(min(tr, 1/tr))."""
+    return float(np.mean([closer_to_one(tr) for tr in ratios]))
 
 
 def retained_truth_ratio(ratios: Sequence[float]) -> float:
@@ -56,11 +61,11 @@ def forget_quality(model_ratios: Sequence[float], retain_ratios: Sequence[float]
                           np.asarray(retain_ratios, dtype=np.float64)).pvalue)
 
 
-def normalised_probability(correct_mean_nll: float, wrong_mean_nlls: Sequence[float]) -> float:
+def normalised_probability(correct_mean_nll: float, wrong_mean_nlls: Sequence[float], epsilon: float = 0.0) -> float:
     """P(correct) / (P(correct) + sum of P(wrong)), each exp(-mean NLL): real
     authors and world facts, where the options are other valid-looking answers."""
     correct = np.exp(-correct_mean_nll)
-    return float(correct / (correct + np.sum(np.exp(-np.asarray(wrong_mean_nlls, dtype=np.float64)))))
+    return float(correct / (correct + np.sum(np.exp(-np.asarray(wrong_mean_nlls, dtype=np.float64))) + epsilon))
 
 
 def model_utility(values: Sequence[float]) -> float:
@@ -97,13 +102,24 @@ METRICS = ("forget_prob", "forget_rouge", "forget_truth_ratio", "forget_quality"
 SHORT = {"retain": "retain", "real_authors": "ra", "world_facts": "wf"}
 
 
+def is_reference(data) -> bool:
+    return data.params["convention"] == "reference"
+
+
 def teacher_forced(model, data, sets) -> tuple[dict, bool]:
     """ONE teacher-forced pass over every answer, paraphrase and perturbed
-    answer of `sets`, after the question's chat prompt: {(set, i, kind, k):
-    TokenScores}, and whether privleak's membership score can be computed
-    from it: Min-K%++ (the default) needs the vocabulary statistics, which
-    an endpoint backend does not give (the pass then runs without them)."""
-    keys, contexts, continuations = [], [], []
+    answer of `sets`: {(set, i, kind, k): TokenScores}, and whether
+    privleak's membership score can be computed from it: Min-K%++ (the
+    default) needs the vocabulary statistics, which an endpoint backend does
+    not give (the pass then runs without them).
+
+    `convention=spec` scores the answer after the question's chat prompt
+    (`encode_pair`); `convention=reference` scores what OpenUnlearning's
+    dataset labels: the answer, the template's closing tokens and EOS, after
+    its templated prompt, with pad-id tokens out of attention.
+    """
+    keys, pairs = [], []
+    template = openunlearning.template_for(model) if is_reference(data) else None
     for name in sets:
         for i, item in enumerate(data.sets[name]):
             prompt = first_turn_prompt(model, item.question)
@@ -111,18 +127,36 @@ def teacher_forced(model, data, sets) -> tuple[dict, bool]:
             texts += [("perturbed", k, text) for k, text in enumerate(item.perturbed)]
             for kind, k, text in texts:
                 keys.append((name, i, kind, k))
-                contexts.append(prompt)
-                continuations.append(text)
+                if template:
+                    encoded = openunlearning.encode_qa(model, template, [item.question], [text])
+                    pairs.append((encoded.ids, encoded.start))
+                else:
+                    pairs.append(model.encode_pair(prompt, text))
+    masked = {openunlearning.pad_id(model)} if template else ()
+
+    def run(vocab_stats: bool) -> list:
+        return model.token_logprobs([ids for ids, _ in pairs], [start for _, start in pairs], vocab_stats=vocab_stats,
+                                    masked_ids=masked)
+
     try:
-        vocab_stats = data.params["privleak_score"] == "minkpp"
-        scores, membership = model.score_continuations(contexts, continuations, vocab_stats=vocab_stats), True
+        scores, membership = run(data.params["privleak_score"] == "minkpp"), True
     except MissingCapability:
-        scores, membership = model.score_continuations(contexts, continuations), False
+        scores, membership = run(False), False
     return dict(zip(keys, scores)), membership
 
 
 def _nll(scores) -> float:
     return float(-np.mean(scores.logprobs))
+
+
+def _memorization_positions(scores, data):
+    """The positions ES, EM and Min-K% read: under the reference convention
+    every label but the last, as OpenUnlearning's tokenwise log-probs give them."""
+    return openunlearning.labels_but_last(scores) if is_reference(data) else scores
+
+
+def _epsilon(data) -> float:
+    return openunlearning.EPSILON if is_reference(data) else 0.0
 
 
 def truth_ratios(scored: dict, data, name: str) -> dict[str, float]:
@@ -131,7 +165,7 @@ def truth_ratios(scored: dict, data, name: str) -> dict[str, float]:
     for i, item in enumerate(data.sets[name]):
         base = scored[(name, i, "paraphrased" if item.paraphrased else "answer", 0)]
         out[item.id] = truth_ratio(_nll(base), [_nll(scored[(name, i, "perturbed", k)])
-                                                 for k in range(len(item.perturbed))])
+                                                 for k in range(len(item.perturbed))], _epsilon(data))
     return out
 
 
@@ -141,8 +175,10 @@ def membership_auc(scored: dict, data) -> float:
     k, score, floor = data.params["mink_k"], data.params["privleak_score"], floor_count(data.params)
 
     def scores(name: str) -> list[float]:
-        return [mia.chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, item.answer, k, floor=floor)[score]
-                for i, item in enumerate(data.sets[name]) for s in [scored[(name, i, "answer", 0)]]]
+        return [mia.chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, item.answer, k, floor=floor,
+                                 variance_floor=is_reference(data))[score]
+                for i, item in enumerate(data.sets[name])
+                for s in [_memorization_positions(scored[(name, i, "answer", 0)], data)]]
 
     return mia.auc(scores("forget"), scores("holdout"))
 
@@ -154,19 +190,38 @@ def reference_statistics(model, data) -> dict:
             "membership_auc": membership_auc(scored, data) if membership else None}
 
 
+def replies_and_references(model, data, asked) -> tuple[list[str], list[str]]:
+    """Greedy replies to the questions of `asked` and what ROUGE compares
+    them with. `spec`: after the question's chat prompt, cut where the next
+    turn would begin, against the answer. `reference`: OpenUnlearning's
+    templated prompt, no stop strings, and its decoded label text."""
+    if is_reference(data):
+        template = openunlearning.template_for(model)
+        encoded = [openunlearning.encode_qa(model, template, [item.question], [item.answer]) for _, _, item in asked]
+        replies = openunlearning.generate(
+            model, [openunlearning.qa_prompt(model, template, [item.question], [item.answer]) for _, _, item in asked],
+            max_new_tokens=data.params["max_new_tokens"])
+        return replies, [openunlearning.reference_text(model, e, whole=True) for e in encoded]
+    replies = model.generate([first_turn_prompt(model, item.question) for _, _, item in asked],
+                             max_new_tokens=data.params["max_new_tokens"], stop_strings=STOP_STRINGS)
+    return replies, [item.answer for _, _, item in asked]
+
+
 def evaluate(handle, data, refs=None) -> dict:
     refs = refs or References()
     params = dict(data.params)
+    epsilon = _epsilon(data)
+    if is_reference(data):
+        params["reference_template"] = openunlearning.template_for(handle).family
     scored, membership = teacher_forced(handle, data, ("forget", "retain", "real_authors", "world_facts", "holdout"))
     asked = [(name, i, item) for name in ("forget", "retain", "real_authors", "world_facts")
              for i, item in enumerate(data.sets[name])]
-    replies = handle.generate([first_turn_prompt(handle, item.question) for _, _, item in asked],
-                              max_new_tokens=params["max_new_tokens"], stop_strings=STOP_STRINGS)
+    replies, references = replies_and_references(handle, data, asked)
     rouges: dict[str, dict[str, float]] = {}
     details: dict[str, dict] = {}
-    for (name, i, item), reply in zip(asked, replies):
-        rouges.setdefault(name, {})[item.id] = rouge(item.answer, reply, stemmed=True)["rougeL_recall"]
-        details.setdefault(name, {})[item.id] = {"question": item.question, "answer": item.answer, "reply": reply}
+    for (name, i, item), reply, reference in zip(asked, replies, references):
+        rouges.setdefault(name, {})[item.id] = rouge(reference, reply, stemmed=True)["rougeL_recall"]
+        details.setdefault(name, {})[item.id] = {"question": item.question, "answer": reference, "reply": reply}
 
     out = {}
     forget = data.sets["forget"]
@@ -178,18 +233,18 @@ def evaluate(handle, data, refs=None) -> dict:
                                       details={"items": details["forget"]}, ideal="retain")
     forget_tr = truth_ratios(scored, data, "forget")
     out["forget_truth_ratio"] = mean_result(
-        "forget_truth_ratio", {i: min(tr, 1 / tr) for i, tr in forget_tr.items()}, higher_is_better=True,
+        "forget_truth_ratio", {i: closer_to_one(tr, epsilon) for i, tr in forget_tr.items()}, higher_is_better=True,
         params=params, details={"truth_ratios": forget_tr, "aggregate": "mean(min(tr, 1/tr))"})
     if answer["forget"][0].argmax is None:
         reason = f"{handle.name}: the backend gives no teacher-forced argmax"
         out["extraction_strength"] = Unavailable("extraction_strength", reason)
         out["exact_memorization"] = Unavailable("exact_memorization", reason)
     else:
+        positions = [_memorization_positions(s, data) for s in answer["forget"]]
         for name, function in (("extraction_strength", extraction_strength), ("exact_memorization",
                                                                              exact_memorization)):
-            out[name] = mean_result(name, {q.id: function(s.argmax, s.token_ids) for q, s in
-                                           zip(forget, answer["forget"])}, higher_is_better=False, params=params,
-                                    ideal="retain")
+            out[name] = mean_result(name, {q.id: function(s.argmax, s.token_ids) for q, s in zip(forget, positions)},
+                                    higher_is_better=False, params=params, ideal="retain")
     for name, short in SHORT.items():
         items = data.sets[name]
         if name == "retain":
@@ -197,7 +252,8 @@ def evaluate(handle, data, refs=None) -> dict:
         else:  # normalised over the options, as OpenUnlearning does for real authors and world facts
             probs = {q.id: normalised_probability(_nll(scored[(name, i, "answer", 0)]),
                                                   [_nll(scored[(name, i, "perturbed", k)])
-                                                   for k in range(len(q.perturbed))]) for i, q in enumerate(items)}
+                                                   for k in range(len(q.perturbed))], epsilon)
+                     for i, q in enumerate(items)}
         ratios = truth_ratios(scored, data, name)
         out[f"{short}_prob"] = mean_result(f"{short}_prob", probs, higher_is_better=True, params=params)
         out[f"{short}_rouge"] = mean_result(f"{short}_rouge", rouges[name], higher_is_better=True, params=params,
@@ -227,10 +283,10 @@ def evaluate(handle, data, refs=None) -> dict:
                                                   f"backend of {handle.name} or the retain model does not give")
         return out
     auc_m, auc_r = 1 - membership_auc(scored, data), 1 - retain["membership_auc"]
-    if auc_r == 0:
+    if auc_r == 0 and not epsilon:
         out["privleak"] = Unavailable("privleak", "undefined: the retain model's 1 - AUC(forget vs holdout) is 0")
     else:
-        value = (auc_m - auc_r) / auc_r * 100
+        value = (auc_m - auc_r) / (auc_r + epsilon) * 100
         out["privleak"] = MetricResult("privleak", value, len(forget), (value, value), higher_is_better=False,
                                        params=params, ideal=0.0,
                                        details={"auc_prime": {"model": auc_m, "retain": auc_r},

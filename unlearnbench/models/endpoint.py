@@ -32,7 +32,7 @@ import math
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -273,10 +273,12 @@ class EndpointModel(Tokenization):
 
     # ------------------------------------------------------------ the interface
     def token_logprobs(self, sequences: Sequence[Sequence[int]], target_starts: Sequence[int], *,
-                       vocab_stats: bool = False) -> list[TokenScores]:
+                       vocab_stats: bool = False, masked_ids: Collection[int] = ()) -> list[TokenScores]:
         if vocab_stats:
             raise MissingCapability(f"{self.name}: Min-K%++ needs the mean and variance of log p over the whole "
                                     f"vocabulary at each position; {FULL_DISTRIBUTION}")
+        # The last token is attended by no scored position: masking it changes nothing.
+        self._refuse_masks([seq[:-1] for seq in sequences], masked_ids)
         for seq, start in zip(sequences, target_starts):
             if not 1 <= start <= len(seq):
                 raise ValueError(f"target start {start} outside 1..{len(seq)} (the first token has no prediction)")
@@ -286,9 +288,11 @@ class EndpointModel(Tokenization):
                 for seq, start, values in zip(sequences, target_starts, echoed)]
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_strings: Sequence[str] = (),
-                 prefix: str = "", reuse_prefix_cache: bool = True) -> list[str]:
+                 prefix: str = "", reuse_prefix_cache: bool = True, masked_ids: Collection[int] = ()) -> list[str]:
         """Greedy replies; the server sees encode_prompt(prefix + prompt), the
         ids the Hugging Face backend runs (a shared prefix is the server's to cache)."""
+        encoded = [self.encode_prompt(prefix + p) for p in prompts]
+        self._refuse_masks(encoded, masked_ids)
         stops = [s for s in stop_strings if s]
         # The legacy API accepts up to 4 stop strings; the rest are cut here (the reply is the same).
         body = {"max_tokens": max_new_tokens, **({"stop": stops[:4]} if stops else {})}
@@ -299,8 +303,15 @@ class EndpointModel(Tokenization):
                 raise EndpointError(f"{self.name}: a completion choice has no text")
             return cut_at_stop(text, stops)
 
-        return self._completions([self.encode_prompt(prefix + p) for p in prompts], body, read,
-                                 f"generating up to {max_new_tokens} tokens")
+        return self._completions(encoded, body, read, f"generating up to {max_new_tokens} tokens")
+
+    def _refuse_masks(self, sequences: Sequence[Sequence[int]], masked_ids: Collection[int]) -> None:
+        """A server attends to every token it is sent: where a masked id
+        occurs, the scores would not be the ones asked for."""
+        masked = set(masked_ids)
+        if masked and any(masked.intersection(seq) for seq in sequences):
+            raise MissingCapability(f"{self.name}: OpenUnlearning's convention keeps every pad-id token (pad = EOS) "
+                                    f"out of attention, and a completions server attends to all it is sent")
 
     def next_token(self, prompts: Sequence[str], columns: Sequence[Sequence[int]] | None = None, *,
                    logits_processor: Callable | None = None) -> NextToken:

@@ -5,7 +5,7 @@ cache. A mixin of `ModelHandle`."""
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from typing import Collection, Sequence
 
 import torch
 
@@ -23,6 +23,7 @@ class Generation:
         stop_strings: Sequence[str] = (),
         prefix: str = "",
         reuse_prefix_cache: bool = True,
+        masked_ids: Collection[int] = (),
     ) -> list[str]:
         """Greedy continuations, batched with left padding, cut at the first stop string.
 
@@ -31,7 +32,14 @@ class Generation:
         `reuse_prefix_cache` the longest common token prefix of those encodings
         is run once and its KV cache is copied into every batch instead of
         being recomputed per row (`encode_shared_prefix`).
+
+        Prompt tokens whose id is in `masked_ids` are kept out of attention,
+        as OpenUnlearning's collator does to every pad-id token (its configs
+        make pad = EOS); positions then count attended tokens only, as
+        `model.generate` computes them from the mask. No prefix cache then:
+        it would have attended to them.
         """
+        reuse_prefix_cache = reuse_prefix_cache and not masked_ids
         if prefix and prompts:
             head, rests = self.encode_shared_prefix(prefix, prompts)
         else:
@@ -53,6 +61,8 @@ class Generation:
                 # padding sits between prefix and prompt, masked out of attention.
                 ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
                 mask[row, width - len(seq) :] = 1
+            if masked_ids:
+                mask[torch.isin(ids, torch.tensor(sorted(masked_ids)))] = 0
             cache = None
             if prefix_cache is not None:
                 cache = copy.deepcopy(prefix_cache)

@@ -4,7 +4,7 @@ and next-token distributions. A mixin of `ModelHandle`."""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 import numpy as np
 import torch
@@ -16,15 +16,23 @@ from unlearnbench.models.interface import NextToken, TokenScores
 class Scoring:
     @torch.inference_mode()
     def token_logprobs(
-        self, sequences: Sequence[Sequence[int]], target_starts: Sequence[int], *, vocab_stats: bool = False
+        self, sequences: Sequence[Sequence[int]], target_starts: Sequence[int], *, vocab_stats: bool = False,
+        masked_ids: Collection[int] = (),
     ) -> list[TokenScores]:
-        """Float32 log p(x_t | x_<t) for t in [start, len) of each sequence."""
+        """Float32 log p(x_t | x_<t) for t in [start, len) of each sequence.
+
+        Tokens whose id is in `masked_ids` are kept out of attention wherever
+        they occur (they are still scored): OpenUnlearning's collator does
+        this to every pad-id token, and its configs make pad = EOS.
+        """
         for seq, start in zip(sequences, target_starts):
             if not 1 <= start <= len(seq):
                 raise ValueError(f"target start {start} outside 1..{len(seq)} (the first token has no prediction)")
 
         def run(batch: list[int]) -> list[TokenScores]:
             ids, mask = self._pad_right([sequences[i] for i in batch])
+            if masked_ids:
+                mask = mask * ~torch.isin(ids, torch.tensor(sorted(masked_ids), device=ids.device))
             logits = self.model(input_ids=ids, attention_mask=mask).logits
             out = []
             for row, i in enumerate(batch):

@@ -25,6 +25,11 @@ class Tokenization:
         """Text of `ids` without special tokens."""
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
+    def clean_up_spaces(self, text: str) -> str:
+        """The tokenizer's clean-up of decoded text (" ." -> "."), what
+        decoding with clean_up_tokenization_spaces=True applies."""
+        return self.tokenizer.clean_up_tokenization(text)
+
     def encode_prompt(self, text: str) -> list[int]:
         """A prompt's ids with exactly one BOS where the tokenizer adds one (SPEC §8).
 
@@ -62,10 +67,23 @@ class Tokenization:
 
         return has_chat_template(self.tokenizer)
 
-    def format_chat(self, messages: Sequence[dict], *, add_generation_prompt: bool = True) -> str:
+    def format_chat(self, messages: Sequence[dict], *, add_generation_prompt: bool = True,
+                    template_kwargs: dict | None = None) -> str:
+        """The chat template's text of `messages`; `template_kwargs` are the
+        template's own variables (Llama-3.x's `date_string`)."""
         from unlearnbench.models.chat import format_chat
 
-        return format_chat(self.tokenizer, messages, add_generation_prompt=add_generation_prompt)
+        return format_chat(self.tokenizer, messages, add_generation_prompt=add_generation_prompt,
+                           template_kwargs=template_kwargs)
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def pad_token_id(self) -> int | None:
+        """The tokenizer's own pad token (None where it defines none)."""
+        return self.tokenizer.pad_token_id
 
     def encode_pair(self, context: str, continuation: str) -> tuple[list[int], int]:
         """(ids, start): the ids the model reads for `context + continuation`
