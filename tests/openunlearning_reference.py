@@ -92,7 +92,7 @@ def evaluate_probability(model, batch):
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     labels = batch["labels"]
     losses = torch.nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="none")(
-        logits[..., :-1, :].float().transpose(-1, -2), labels[..., 1:]).sum(-1)
+        logits[..., :-1, :].transpose(-1, -2), labels[..., 1:]).sum(-1)
     avg = losses / (labels != IGNORE_INDEX).sum(-1)
     return [{"prob": float(torch.exp(-a)), "avg_loss": float(a)} for a in avg]
 
@@ -101,7 +101,7 @@ def tokenwise(model, batch, vocab: bool):
     """tokenwise_logprobs (vocab=False) / tokenwise_vocab_logprobs (vocab=True), with the labels."""
     with torch.no_grad():
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    log_probs = torch.log_softmax(logits.float(), dim=-1)[:, :-1, :]
+    log_probs = torch.log_softmax(logits, dim=-1)[:, :-1, :]
     target = torch.gather(log_probs, 2, batch["input_ids"][:, 1:].unsqueeze(-1)).squeeze(-1)
     out = []
     for i in range(logits.shape[0]):

@@ -84,12 +84,25 @@ def rows(path, n=ITEMS):
 
 
 def hf(directory):
+    """Model and tokenizer as OpenUnlearning loads them, in float64: both
+    sides then agree to float64 rounding whatever their batching, and any
+    difference left is one of path, not of padding noise (float32 batches
+    of different shapes differ by ~1e-5 in a 30-layer model)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(directory))
     if tokenizer.pad_token_id is None:  # src/model/__init__.py get_tokenizer
         tokenizer.pad_token = tokenizer.eos_token
-    return AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32).eval(), tokenizer
+    return AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float64).eval(), tokenizer
+
+
+def ours_model(directory, name: str) -> ModelHandle:
+    """Our backend over the same float64 weights (it takes float32 log-softmax of them)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float64)
+    return ModelHandle(model, AutoTokenizer.from_pretrained(str(directory)), name=name, source=str(directory),
+                       fingerprint=f"{name}-float64")
 
 
 def assert_equal_to_openunlearning(ours: dict, theirs: dict):
@@ -109,8 +122,7 @@ def test_tofu_reference_convention_equals_openunlearnings_code(families, family,
     theirs, their_replies = ou.tofu(*hf(model_dir), *hf(retain_dir), sets, template, TOFU_TOKENS)
 
     data = tofu_data.load(data_root, {"convention": "reference", "max_items": ITEMS, "max_new_tokens": TOFU_TOKENS})
-    handle = ModelHandle.load(str(model_dir), device="cpu")
-    ours = tofu.evaluate(handle, data, References(retain=ModelHandle.load(str(retain_dir), device="cpu")))
+    ours = tofu.evaluate(ours_model(model_dir, "model"), data, References(retain=ours_model(retain_dir, "retain")))
     assert set(theirs) == set(tofu.METRICS)
     assert_equal_to_openunlearning(ours, theirs)
     # ROUGE read the same text: every generation, character for character.
@@ -138,8 +150,7 @@ def test_muse_reference_convention_equals_openunlearnings_code(families, family,
     loaded = muse_data.load(data_root, {"convention": "reference", "max_items": ITEMS, "icl_shots": -1,
                                         "verbmem_max_new_tokens": MUSE_TOKENS[0],
                                         "knowmem_max_new_tokens": MUSE_TOKENS[1]})
-    handle = ModelHandle.load(str(model_dir), device="cpu")
-    ours = muse.evaluate(handle, loaded, References(retain=ModelHandle.load(str(retain_dir), device="cpu")))
+    ours = muse.evaluate(ours_model(model_dir, "model"), loaded, References(retain=ours_model(retain_dir, "retain")))
     assert_equal_to_openunlearning(ours, theirs)
     assert [i["generation"] for i in ours["verbmem_rougeL_f1"].details["items"].values()] == their_replies
 

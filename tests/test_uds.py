@@ -197,7 +197,7 @@ def test_reference_convention_patches_hidden_states_like_the_public_code(zoo_han
     # Self-patching is a no-op below the last layer only: there the public code
     # patches in the post-final-norm state.
     self_delta = uds.layer_deltas(full, full, sequences, spans, convention="reference")
-    assert np.abs(self_delta[:, :-1]).max() < 1e-5 and np.abs(self_delta[:, -1]).max() > 1e-2
+    assert np.abs(self_delta[:, :-1]).max() < 1e-5 and np.abs(self_delta[:, -1]).max() > 1e-4
 
 
 @pytest.mark.real_model

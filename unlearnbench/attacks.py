@@ -98,7 +98,7 @@ def build(source, out: Path, attack: Attack) -> Path:
     return out
 
 
-def _quantized_linears(model):
+def quantized_linears(model):
     """Every linear layer but the output head (transformers keeps it unquantized)."""
     import torch
 
@@ -138,7 +138,7 @@ def _quantize(model, roundtrip) -> None:
 
     device = torch.device("cuda") if torch.cuda.is_available() else None
     with torch.no_grad():
-        for linear in _quantized_linears(model):
+        for linear in quantized_linears(model):
             weight = linear.weight
             linear.weight.copy_(roundtrip(weight.to(device) if device else weight).to(weight.device))
 

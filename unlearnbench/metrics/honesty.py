@@ -187,15 +187,17 @@ def label_token_ids(handle, prompt: str, labels: tuple[str, ...], lead: str = ""
     """The token each label would be as the reply's first token after `prompt`.
 
     The label is the single token that extends the prompt's tokens: `lead`
-    (the prompt's trailing spaces, `split_trailing_space`) + label, or
-    without one the label with or without a leading space ("Assistant:" +
-    " A"), whichever tokenizes cleanly; else the label's own first token.
+    (the prompt's trailing spaces, `split_trailing_space`) + label; else,
+    after a prompt that ends in a word or a colon, the label with its leading
+    space ("Answer:" + " A": replies there begin with one), then without;
+    after a newline, the label alone; else the label's own first token.
     """
     base = handle.encode_prompt(prompt)
     ids = []
     for label in labels:
         token = None
-        for text in ((lead + label,) if lead else (label, " " + label)):
+        texts = (lead + label,) if lead else (label,) if prompt[-1:].isspace() else (" " + label, label)
+        for text in texts:
             extended = handle.encode_prompt(prompt + text)
             if len(extended) == len(base) + 1 and extended[: len(base)] == base:
                 token = extended[-1]

@@ -1,0 +1,131 @@
+"""TOFU and MUSE on SmolLM2-135M-Instruct under our default convention and
+under `convention=reference` (OpenUnlearning's code path), with single
+differences of the reference path undone one at a time: the README's
+"ours vs OpenUnlearning" tables come from this script.
+
+The data is the zoo's synthetic TOFU and MUSE sets (fictional people: a
+real model knows little of them, so probabilities are small); the retain
+model is a noise-perturbed SmolLM2, as in the tests. Also times our
+reference path against the independent OpenUnlearning-path implementation
+in tests/openunlearning_reference.py on the same items.
+
+    python benchmarks/openunlearning_conventions.py [--items 8] [--tokens 48] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import openunlearning_reference as ou  # noqa: E402
+import torch  # noqa: E402
+
+from unlearnbench.data import muse as muse_data  # noqa: E402
+from unlearnbench.data import tofu as tofu_data  # noqa: E402
+from unlearnbench.metrics import muse, openunlearning, tofu  # noqa: E402
+from unlearnbench.metrics.core import References  # noqa: E402
+from unlearnbench.models.handle import ModelHandle  # noqa: E402
+
+
+@contextmanager
+def undone(name: str):
+    """The reference path with one of OpenUnlearning's differences undone."""
+    saved = {attr: getattr(openunlearning, attr) for attr in ("pad_id", "labels_but_last", "template_for")}
+    if name == "pad tokens attended":
+        openunlearning.pad_id = lambda model: -1  # no token has id -1: nothing masked
+    elif name == "ES/EM/Min-K on every label":
+        openunlearning.labels_but_last = lambda scores: scores
+    elif name == "no system prompt":
+        original = saved["template_for"]
+        openunlearning.template_for = lambda model: dataclasses.replace(original(model), system_prompt=None,
+                                                                         date_string=None)
+    try:
+        yield
+    finally:
+        for attr, value in saved.items():
+            setattr(openunlearning, attr, value)
+
+
+def perturbed_copy(source: Path, target: Path) -> Path:
+    """SmolLM2 with Gaussian noise (sd 0.01, seed 3) on every weight, saved:
+    the tests' stand-in retain model (there is no SmolLM2 retain model offline)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32)
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=generator) * 0.01)
+    model.save_pretrained(target)
+    AutoTokenizer.from_pretrained(str(source)).save_pretrained(target)
+    return target
+
+
+def values(results: dict) -> dict:
+    return {name: round(r.value, 4) if hasattr(r, "value") else None for name, r in results.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=8, help="items per set")
+    parser.add_argument("--tokens", type=int, default=48, help="new tokens per generation (OpenUnlearning: 200)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    from unlearnbench.fixtures import zoo
+    from unlearnbench.models.offline import smollm2_checkpoint
+
+    work = Path(tempfile.mkdtemp(prefix="ou-conventions-"))
+    model_dir = Path(smollm2_checkpoint(None))
+    retain_dir = perturbed_copy(model_dir, work / "retain")
+    data_root = zoo.data_dir(None)
+    model = ModelHandle.load(str(model_dir), name="smollm2", device="cpu")
+    refs = References(retain=ModelHandle.load(str(retain_dir), name="retain", device="cpu"))
+    runs = {"spec": {"convention": "spec"}, "reference": {"convention": "reference"}}
+    tofu_options = {"max_items": args.items, "max_new_tokens": args.tokens}
+    muse_options = {"max_items": args.items, "icl_shots": -1, "verbmem_max_new_tokens": args.tokens,
+                    "knowmem_max_new_tokens": 32}
+    out: dict = {"tofu": {}, "muse": {}, "seconds": {}}
+    for run, options in runs.items():
+        started = time.perf_counter()
+        out["tofu"][run] = values(tofu.evaluate(model, tofu_data.load(data_root, {**tofu_options, **options}), refs))
+        out["seconds"][f"tofu {run}"] = round(time.perf_counter() - started, 1)
+        out["muse"][run] = values(muse.evaluate(model, muse_data.load(data_root, {**muse_options, **options}), refs))
+    for name in ("pad tokens attended", "ES/EM/Min-K on every label", "no system prompt"):
+        with undone(name):
+            out["tofu"][name] = values(tofu.evaluate(model, tofu_data.load(
+                data_root, {**tofu_options, "convention": "reference"}), refs))
+            out["muse"][name] = values(muse.evaluate(model, muse_data.load(
+                data_root, {**muse_options, "convention": "reference"}), refs))
+
+    # The same items through OpenUnlearning's path, for time (its values equal ours: tests/test_openunlearning.py).
+    files = {"forget": "forget10_perturbed", "retain": "retain_perturbed", "real_authors": "real_authors_perturbed",
+             "world_facts": "world_facts_perturbed", "holdout": "holdout10"}
+    import test_openunlearning as t
+
+    sets = {name: t.rows(data_root / "tofu" / f"{stem}.json", args.items) for name, stem in files.items()}
+    started = time.perf_counter()
+    theirs, _ = ou.tofu(*t.hf(model_dir), *t.hf(retain_dir), sets, ou.QWEN, args.tokens)
+    out["seconds"]["tofu, OpenUnlearning's path"] = round(time.perf_counter() - started, 1)
+    out["tofu"]["OpenUnlearning's path"] = {k: round(v, 4) for k, v in theirs.items()}
+
+    for suite in ("tofu", "muse"):
+        columns = list(out[suite])
+        print(f"\n{suite}: " + " | ".join(columns))
+        for metric in out[suite]["spec"]:
+            print(f"  {metric:30s} " + " | ".join(str(out[suite][c].get(metric)) for c in columns))
+    print("\nseconds:", out["seconds"])
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
