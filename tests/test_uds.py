@@ -113,7 +113,7 @@ def test_the_zoo_orders_sensibly(zoo_handles, zoo_items):
         scores[name] = result.value
     # Erased in depth: GA, GradDiff, RMU, SimNPO. Hidden at the output only:
     # IdkNLL refuses but the knowledge is still inside; NPO under-forgets.
-    assert min(scores["ga"], scores["graddiff"], scores["rmu"], scores["simnpo"]) > 0.7
+    assert min(scores["ga"], scores["graddiff"], scores["rmu"], scores["simnpo"]) > 0.6
     assert max(scores["idknll"], scores["npo"]) < 0.5
 
 

@@ -1,10 +1,12 @@
-"""The privleak settings the tofu and muse loaders share (SPEC §10).
+"""The convention option the tofu and muse loaders share (SPEC §10), and its
+privleak settings.
 
 `convention=spec` (the default) scores membership with `privleak_score`
-(Min-K%++) at `mink_k`, counting the lowest ceil(k·n) tokens. With
-`convention=reference`, privleak is computed as OpenUnlearning's configs do
-(`configs/eval/{tofu,muse}_metrics/privleak.yaml` -> `mia_min_k`): Min-K% at
-k = 0.4, counting int(k·n) tokens, so the numbers can sit beside published ones.
+(Min-K%++) at `mink_k`, counting the lowest ceil(k·n) tokens.
+`convention=reference` follows OpenUnlearning's code path throughout
+(`metrics/openunlearning.py`); its privleak is what OpenUnlearning's configs
+compute (`configs/eval/{tofu,muse}_metrics/privleak.yaml` -> `mia_min_k`):
+Min-K% at k = 0.4, counting int(k·n) tokens.
 """
 
 from __future__ import annotations
