@@ -309,7 +309,11 @@ def first_turn_prompt(handle, question: str) -> str:
 
 
 def followup_prompt(handle, question: str, reply: str) -> str:
-    return handle.format_chat([{"role": "user", "content": question}, {"role": "assistant", "content": reply},
+    """The first exchange replayed, then FOLLOWUP. A reply generated after
+    `first_turn_prompt` begins with the space the prompt gave it (SPEC §0);
+    the template writes that space itself ("Answer: {content}")."""
+    return handle.format_chat([{"role": "user", "content": question},
+                               {"role": "assistant", "content": reply.lstrip(" \t")},
                                {"role": "user", "content": FOLLOWUP}])
 
 
