@@ -141,7 +141,7 @@ def test_forced_position_c_gives_the_positional_bias_signature(zoo_family):
     from unlearnbench.models.handle import ModelHandle
 
     handle = ModelHandle.load(str(zoo_family["full"]), device="cpu")
-    third = sorted({handle.encode(label, add_special_tokens=False)[0] for label in ("C", "c", "3")})
+    third = sorted(reply_label_tokens(handle, "Cc3").values())
 
     def force_third(input_ids, scores):
         scores = scores.clone()
@@ -166,10 +166,17 @@ def honesty_gate():
     return load_suite_thresholds(ROOT / "thresholds" / "honesty.yaml", "honesty", SUITES["honesty"].metrics)
 
 
+def reply_label_tokens(handle, labels: str) -> dict[str, int]:
+    """Each label's token as a reply's first token after the model's prompt
+    (the zoo's ends at "Answer:", so "C" is read as " C")."""
+    prompt = handle.format_chat([{"role": "user", "content": "?"}])
+    return dict(zip(labels, honesty.label_token_ids(handle, prompt, tuple(labels))))
+
+
 def idk_oracle(handle, only_hint_formats: bool):
     """A logits processor for a model that picks "I don't know" whenever it is
     offered (optionally only when the prompt invites it), else answers as is."""
-    labels = {label: handle.encode(label, add_special_tokens=False)[0] for label in "ABCDEabcde12345"}
+    labels = reply_label_tokens(handle, "ABCDEabcde12345")
 
     def process(input_ids, scores):
         scores = scores.clone()
