@@ -26,9 +26,14 @@ class Tokenization:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def clean_up_spaces(self, text: str) -> str:
-        """The tokenizer's clean-up of decoded text (" ." -> "."), what
-        decoding with clean_up_tokenization_spaces=True applies."""
-        return self.tokenizer.clean_up_tokenization(text)
+        """What decoding with clean_up_tokenization_spaces=True does to
+        decoded `text`: the tokenizer's clean-up (" ." -> "."), which
+        transformers 5 skips for BPE tokenizers (probed once: "a ." decoded
+        with the flag)."""
+        if not hasattr(self, "_cleans_up_spaces"):
+            probe = self.tokenizer("a .", add_special_tokens=False)["input_ids"]
+            self._cleans_up_spaces = self.tokenizer.decode(probe, clean_up_tokenization_spaces=True) == "a."
+        return self.tokenizer.clean_up_tokenization(text) if self._cleans_up_spaces else text
 
     def encode_prompt(self, text: str) -> list[int]:
         """A prompt's ids with exactly one BOS where the tokenizer adds one (SPEC §8).
