@@ -23,7 +23,8 @@ default convention does not:
   membership text is BOS + text, cut at BOS + 2048 tokens;
 - every ratio has 1e-10 added to its denominator;
 - generated text and references are decoded with special tokens skipped and
-  transformers' tokenization clean-up, then stripped.
+  `clean_up_tokenization_spaces=True` (which transformers 5 applies to
+  WordPiece-style tokenizers, not BPE), then stripped.
 """
 
 from __future__ import annotations
