@@ -1,0 +1,122 @@
+"""Verdicts per checkpoint and the ranking of candidates, on hand-built reports:
+different check sets, a collapsed model, reference models present."""
+
+from __future__ import annotations
+
+import pytest
+
+from unlearnbench.report.schema import new_report
+from unlearnbench.report.verdicts import assess, check_margin, checkpoint_verdicts, ranking
+
+# suite.check -> (axis, direction, bound)
+CHECKS = {
+    "dusk.forgotten": ("forget", "at_most", 0.3),
+    "dusk.shared_kept": ("utility", "at_least", 0.5),
+    "tofu.quality": ("forget", "at_least", 0.05),
+    "tofu.utility_kept": ("utility", "at_least", 0.4),
+    "robustness.stays_gone": ("forget", "at_most", 0.3),
+}
+
+
+def judged(check: str, value: float | None, outcome: str | None = None) -> dict:
+    axis, direction, bound = CHECKS[check]
+    if outcome is None:
+        outcome = "pass" if (value >= bound if direction == "at_least" else value <= bound) else "fail"
+    return {"check": check.split(".")[1], "outcome": outcome, "value": value, "bound": bound,
+            "direction": direction, "axis": axis, "metric": "m", "reason": "r", "ci": None}
+
+
+def report_of(values: dict[str, dict[str, float]], anchors=None) -> dict:
+    report = new_report({"id": "run-x", "anchors": anchors or {}})
+    for name, checks in values.items():
+        suites: dict = {}
+        for check, value in checks.items():
+            suite = check.split(".")[0]
+            entry = suites.setdefault(suite, {"data": {}, "metrics": {}, "checks": {}, "timings": {}})
+            entry["checks"][check.split(".")[1]] = (judged(check, None, "skip") if value is None
+                                                    else judged(check, value))
+        report["checkpoints"][name] = {"info": {"name": name}, "suites": suites}
+    return report
+
+
+ZOO_LIKE = {
+    # references: full knows everything, retain never saw the forget set
+    "full": {"dusk.forgotten": 0.9, "dusk.shared_kept": 0.8, "tofu.quality": 1e-6, "tofu.utility_kept": 0.6},
+    "retain": {"dusk.forgotten": 0.1, "dusk.shared_kept": 0.8, "tofu.quality": 1.0, "tofu.utility_kept": 0.3,
+               "robustness.stays_gone": 0.1},
+    # collapsed: forgets everything by losing everything; passes the robustness
+    # suite that only it and npo ran (nothing left to relearn)
+    "ga": {"dusk.forgotten": 0.0, "dusk.shared_kept": 0.0, "tofu.quality": 1e-3, "tofu.utility_kept": 0.0,
+           "robustness.stays_gone": 0.0},
+    "simnpo": {"dusk.forgotten": 0.4, "dusk.shared_kept": 0.7, "tofu.quality": 1e-3, "tofu.utility_kept": 0.5},
+    "npo": {"dusk.forgotten": 0.2, "dusk.shared_kept": 0.6, "tofu.quality": 1e-4, "tofu.utility_kept": 0.5,
+            "robustness.stays_gone": 0.8},
+    # a checkpoint that only ran robustness: nothing to rank it on
+    "shallow": {"robustness.stays_gone": 0.9},
+}
+
+
+def test_collapsed_model_ranks_below_every_model_that_keeps_utility_and_references_are_not_ranked():
+    report = report_of(ZOO_LIKE, anchors={"full": "full", "retain": "retain"})
+    board = ranking(report)
+    assert [r["checkpoint"] for r in board["rows"]] == ["npo", "simnpo", "ga"]
+    # the robustness check is not shared by every candidate: ga's extra pass does not count
+    assert board["shared_checks"] == ["dusk.forgotten", "dusk.shared_kept", "tofu.quality", "tofu.utility_kept"]
+    assert "on the 4 checks they all ran" in board["rule"]
+    ga = board["rows"][-1]
+    assert (ga["utility_failed"], ga["forget_passed"], ga["passed"]) == (2, 1, 1)
+    assert board["unranked"] == [{"checkpoint": "shallow", "reason": "ran 0 of the 4 shared checks"}]
+    assert {a["checkpoint"] for a in board["anchors"]} == {"full", "retain"}
+    assert assess(report)["order"] == ["npo", "simnpo", "ga", "shallow", "retain", "full"]
+
+
+def test_passing_candidate_ranks_first_then_forget_efficacy_breaks_utility_ties():
+    report = report_of({
+        "weak": {"dusk.forgotten": 0.5, "dusk.shared_kept": 0.9},  # keeps utility, forgets nothing
+        "good": {"dusk.forgotten": 0.1, "dusk.shared_kept": 0.6},  # passes the gate
+        "eager": {"dusk.forgotten": 0.0, "dusk.shared_kept": 0.2},  # forgets, loses utility
+    })
+    rows = ranking(report)["rows"]
+    assert [(r["checkpoint"], r["verdict"]) for r in rows] == [("good", "pass"), ("weak", "fail"), ("eager", "fail")]
+
+
+def test_margin_breaks_ties_between_equal_counts():
+    report = report_of({"near": {"dusk.forgotten": 0.29}, "far": {"dusk.forgotten": 0.0}})
+    rows = ranking(report)["rows"]
+    assert [r["checkpoint"] for r in rows] == ["far", "near"]
+    assert rows[0]["margin"] == pytest.approx(1.0)  # (0.3 - 0) / 0.3
+    assert rows[1]["margin"] == pytest.approx((0.3 - 0.29) / 0.3)
+    assert check_margin(judged("dusk.forgotten", 100.0)) == -1  # clipped
+
+
+def test_verdicts_count_retain_failures_apart_and_name_the_first_failing_checks():
+    values = {"retain": {"dusk.forgotten": 0.1, "dusk.shared_kept": 0.2},  # retain fails shared_kept itself
+              "npo": {"dusk.forgotten": 0.4, "dusk.shared_kept": 0.3, "tofu.quality": None},
+              "good": {"dusk.forgotten": 0.1, "dusk.shared_kept": 0.6}}
+    verdicts = checkpoint_verdicts(report_of(values, anchors={"retain": "retain"}))
+    npo = verdicts["npo"]
+    assert (npo["verdict"], npo["failed"], npo["skipped"], npo["judged"]) == ("fail", 2, 1, 2)
+    assert npo["retain_fails_too"] == ["dusk.shared_kept"]
+    assert npo["summary"] == ("FAIL: 2 of 2 checks fail (1 of them the retain model fails too); dusk 0/2, tofu 0/0; "
+                              "first: dusk.forgotten, dusk.shared_kept")
+    assert npo["suites"]["tofu"]["verdict"] == "inconclusive"  # nothing judged is not a pass
+    assert verdicts["good"]["verdict"] == "pass" and verdicts["good"]["role"] is None
+    assert verdicts["retain"]["role"] == "retain" and verdicts["retain"]["verdict"] == "fail"
+
+
+def test_inconclusive_and_error_outcomes():
+    report = report_of({"a": {"dusk.forgotten": 0.1}, "b": {"dusk.forgotten": 0.1}})
+    report["checkpoints"]["a"]["suites"]["dusk"]["checks"]["forgotten"]["outcome"] = "inconclusive"
+    report["checkpoints"]["b"]["suites"]["dusk"]["checks"]["forgotten"] = {"check": "forgotten", "outcome": "error",
+                                                                         "reason": "broken"}
+    verdicts = checkpoint_verdicts(report)
+    assert verdicts["a"]["verdict"] == "inconclusive" and verdicts["b"]["verdict"] == "fail"
+    assert [r["checkpoint"] for r in ranking(report, verdicts)["rows"]] == ["a", "b"]
+
+
+def test_anchor_found_by_the_reference_fingerprint_in_an_older_report():
+    report = report_of({"gold": {"dusk.forgotten": 0.1}, "x": {"dusk.forgotten": 0.2}})
+    report["checkpoints"]["gold"]["info"]["fingerprint"] = "abc"
+    report["references"]["retain"] = {"name": "retain", "fingerprint": "abc"}
+    assert checkpoint_verdicts(report)["gold"]["role"] == "retain"
+    assert [r["checkpoint"] for r in ranking(report)["rows"]] == ["x"]
