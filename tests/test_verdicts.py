@@ -64,7 +64,7 @@ def test_collapsed_model_ranks_below_every_model_that_keeps_utility_and_referenc
     assert board["shared_checks"] == ["dusk.forgotten", "dusk.shared_kept", "tofu.quality", "tofu.utility_kept"]
     assert "on the 4 checks they all ran" in board["rule"]
     ga = board["rows"][-1]
-    assert (ga["utility_failed"], ga["forget_passed"], ga["passed"]) == (2, 1, 1)
+    assert (ga["utility_failed"], ga["forget_passed"], ga["passed"], ga["utility_lost"]) == (2, 1, 1, True)
     assert board["unranked"] == [{"checkpoint": "shallow", "reason": "ran 0 of the 4 shared checks"}]
     assert {a["checkpoint"] for a in board["anchors"]} == {"full", "retain"}
     assert assess(report)["order"] == ["npo", "simnpo", "ga", "shallow", "retain", "full"]

@@ -4,6 +4,7 @@ Evaluation itself runs through pytest (`pytest suites/... --model PATH`);
 this tool covers what happens around it.
 """
 
+
 from __future__ import annotations
 
 import argparse
@@ -12,6 +13,14 @@ import sys
 from pathlib import Path
 
 from unlearnbench.errors import UnlearnbenchError
+
+EPILOG = """\
+Evaluation runs through pytest, not through this command:
+  pytest suites                                   every suite on the built-in fixture zoo
+  pytest suites/dusk --model ckpt/npo --full-model ckpt/full --retain-model ckpt/retain --data-dir dusk=data/dusk
+  pytest suites -n auto --model-dir runs/ --full-model runs/full --retain-model runs/retain
+Then: unlearnbench report reports/latest/report.json --failed
+"""
 
 
 def _zoo(args: argparse.Namespace) -> int:
@@ -69,18 +78,37 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from unlearnbench.report.schema import load_report, summary_lines
+    """Verdicts and ranking of a report.json, then its checks (those that did
+    not pass; every one with --all), filtered by checkpoint and suite."""
+    from unlearnbench.report.schema import load_report
+    from unlearnbench.report.text import check_lines, ranking_lines, verdict_lines
 
     report = load_report(args.report)
-    print("\n".join(summary_lines(report)))
+    known = set(report["checkpoints"])
+    unknown = [c for c in args.checkpoint if c not in known]
+    if unknown:
+        raise UnlearnbenchError(f"{args.report}: no checkpoint {', '.join(unknown)} (it has: {', '.join(sorted(known))})")
+    suites = {s for c in report["checkpoints"].values() for s in c["suites"]}
+    unknown = [s for s in args.suite if s not in suites]
+    if unknown:
+        raise UnlearnbenchError(f"{args.report}: no suite {', '.join(unknown)} (it has: {', '.join(sorted(suites))})")
+    verdicts = report["assessment"]["verdicts"]
+    chosen = [n for n in report["assessment"]["order"] if (not args.checkpoint or n in args.checkpoint)
+              and (not args.failed or verdicts[n]["verdict"] == "fail")]
+    if not args.checkpoint and not args.suite and not args.failed:
+        print("\n".join([*verdict_lines(report), "", report["assessment"]["ranking"]["rule"],
+                         *("  " + line for line in ranking_lines(report)), ""]))
+    print("\n".join(check_lines(report, everything=args.all, checkpoints=set(chosen), suites=set(args.suite))))
     summary = report["summary"]
-    print(f"\n{summary['passed']} passed, {summary['failed']} failed, {summary['skipped']} skipped")
+    print(f"\n{summary['passed']} passed, {summary['failed']} failed, {summary.get('inconclusive', 0)} inconclusive, "
+          f"{summary['skipped']} skipped, {summary['errors']} errors")
     return 1 if summary["failed"] or summary["errors"] else 0
 
 
 def _merge(args: argparse.Namespace) -> int:
     from unlearnbench.report.merge import merge_reports
-    from unlearnbench.report.schema import load_report, summary_lines, write_outputs
+    from unlearnbench.report.schema import load_report, write_outputs
+    from unlearnbench.report.text import path_lines, verdict_lines
 
     reports = [(str(path), load_report(path)) for path in args.reports]
     merged = merge_reports(reports, force=args.force)
@@ -88,9 +116,10 @@ def _merge(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     out = args.output / merged["run"]["id"]
     merged["run"]["directory"] = str(out.resolve())
-    json_path, html_path = write_outputs(merged, out)
-    print("\n".join(summary_lines(merged)))
-    print(f"merged {len(reports)} reports, {len(merged['checkpoints'])} checkpoints: {json_path}\nHTML report: {html_path}")
+    files = write_outputs(merged, out)
+    print("\n".join(verdict_lines(merged)))
+    print(f"merged {len(reports)} reports, {len(merged['checkpoints'])} checkpoints")
+    print("\n".join(path_lines(files)))
     return 0
 
 
@@ -154,8 +183,10 @@ def _thresholds(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="unlearnbench", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="unlearnbench", description=__doc__.splitlines()[0], epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"unlearnbench {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     zoo = sub.add_parser("zoo", help="build, list or locate fixture-zoo checkpoints")
     zoo.add_argument("--cache-dir", type=Path, default=None, help="default ~/.cache/unlearnbench")
@@ -167,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     measure = zoo_sub.add_parser("measure", help="build and tabulate what each checkpoint knows")
     measure.add_argument("names", nargs="*", help="recipes to measure (default: the unlearning family)")
     path = zoo_sub.add_parser("path", help="the checkpoint directory of a recipe")
-    path.add_argument("name")
+    path.add_argument("name", help="a recipe name (see `unlearnbench zoo list`)")
     zoo.set_defaults(run=_zoo)
 
     inspect = sub.add_parser("inspect", help="validate a checkpoint and print its fingerprint")
@@ -176,12 +207,17 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--device", default="auto")
     inspect.set_defaults(run=_inspect)
 
-    report = sub.add_parser("report", help="print the summary table of a report.json")
-    report.add_argument("report", type=Path)
+    report = sub.add_parser("report", help="print a report.json's verdicts, ranking and checks (filterable)")
+    report.add_argument("report", type=Path, help="a report.json (reports/latest/report.json is the last run's)")
+    report.add_argument("--checkpoint", action="append", default=[], metavar="NAME",
+                        help="only this checkpoint's checks (repeatable)")
+    report.add_argument("--suite", action="append", default=[], metavar="SUITE", help="only this suite's checks (repeatable)")
+    report.add_argument("--failed", action="store_true", help="only checkpoints whose verdict is FAIL")
+    report.add_argument("--all", action="store_true", help="every check, not only those that did not pass")
     report.set_defaults(run=_report)
 
     merge = sub.add_parser("merge", help="merge reports of separate runs (sharded sweeps) into one")
-    merge.add_argument("reports", nargs="+", type=Path)
+    merge.add_argument("reports", nargs="+", type=Path, help="report.json files of the runs to merge")
     merge.add_argument("-o", "--output", type=Path, required=True, help="folder for <run-id>/report.{json,html}")
     merge.add_argument("--force", action="store_true",
                        help="merge even if thresholds or data fingerprints differ (recorded as warnings)")
@@ -211,15 +247,26 @@ def build_parser() -> argparse.ArgumentParser:
     meta.set_defaults(run=_meta_eval)
 
     html_cmd = sub.add_parser("html", help="(re)render a report.json as its self-contained HTML page")
-    html_cmd.add_argument("report", type=Path)
+    html_cmd.add_argument("report", type=Path, help="the report.json to render")
     html_cmd.add_argument("-o", "--output", type=Path, default=None, help="default: next to the JSON")
     html_cmd.set_defaults(run=_html)
 
     thresholds = sub.add_parser("thresholds", help="validate a suite's thresholds YAML")
-    thresholds.add_argument("file", type=Path)
+    thresholds.add_argument("file", type=Path, help="a thresholds/<suite>.yaml file")
     thresholds.add_argument("--suite", help="suite name (default: the file's stem)")
     thresholds.set_defaults(run=_thresholds)
     return parser
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("unlearnbench")
+    except metadata.PackageNotFoundError:
+        from unlearnbench import __version__
+
+        return __version__
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -163,7 +163,7 @@ def render_html(result: dict) -> str:
     """A self-contained page: the table and the faithfulness-vs-robustness
     scatter (the report's own SVG scatter; HM is drawn clipped to [0, 1], the
     table holds every value)."""
-    from unlearnbench.report.html import scatter
+    from unlearnbench.report.svg import scatter
 
     points = [(r["metric"], r["faithfulness"]["auc"], min(max(r["robustness"]["HM"], 0.0), 1.0))
               for r in result["metrics"]

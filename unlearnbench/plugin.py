@@ -227,13 +227,12 @@ class PluginState:
         self.bench = None
         self.sent_metrics: set[tuple[str, str]] = set()
         self.report: dict | None = None
-        self.report_path: Path | None = None
+        self.report_files = None  # report/schema.py ReportFiles, once written
         self.startup_error: str | None = None
         self.cache_stats: dict[str, int] = {}
         self.started = time.time()
         self.baseline: dict | None = None
         self.regression_rules: list = []
-        self.html_path: Path | None = None
         self.cache_secret: bytes | None = None  # from --cache-key-file, read at configure time
         self.interrupt_file: Path | None = None  # xdist controller: created by its Ctrl-C (pytest_configure_node)
         self.controller_handles_interrupts = False
@@ -490,33 +489,49 @@ class PluginState:
         run["exit_status"] = int(exitstatus)
         run["interrupted"] = interrupted
         run["cache"] = dict(self.cache_stats)
-        self.report_path, self.html_path = write_outputs(self.report, Path(run["directory"]))
+        self.report_files = write_outputs(self.report, Path(run["directory"]))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        if self.report_path is None:
+        """The checks that did not pass, per checkpoint (every check with -v);
+        the verdicts, ranking and report paths come last (`pytest_unconfigure`)."""
+        if self.report_files is None:
             return
-        from unlearnbench.report.leaderboard import leaderboard_lines
-        from unlearnbench.report.schema import attention_lines, summary_lines
+        from unlearnbench.report.text import attention_lines, check_lines
 
         terminalreporter.section("unlearnbench")
-        if self.report["run"].get("interrupted"):
-            terminalreporter.write_line("INTERRUPTED (Ctrl-C): the report holds what finished; checks not "
-                                        "evaluated failed as interrupted", red=True, bold=True)
-        for line in summary_lines(self.report):
+        for line in check_lines(self.report, everything=self.config.getoption("verbose") > 0):
             terminalreporter.write_line(line)
         for line in attention_lines(self.report):
-            terminalreporter.write_line(line)
-        terminalreporter.write_line("")
-        terminalreporter.write_line(f"leaderboard ({self.report['leaderboard']['rule']}):")
-        for line in leaderboard_lines(self.report["leaderboard"]):
-            terminalreporter.write_line("  " + line)
+            terminalreporter.write_line(line, yellow=True)
         for row in self.report.get("regressions", []):
             terminalreporter.write_line(
                 f"REGRESSION {row['checkpoint']} {row['suite']}.{row['metric']}: {row['value']:.4g} vs baseline "
                 f"{row['baseline']:.4g} (worse by {row['worse_by']:.4g} > {row['allowed']:.4g})")
-        terminalreporter.write_line(f"report: {self.report_path}")
-        terminalreporter.write_line(f"HTML report: {self.html_path}  (also {self.html_path.parents[1] / 'latest'})")
 
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """After pytest's own summary (its FAILED lines and counts): the
+        answer, so that it is what a reader sees last."""
+        if self.report_files is None or self.is_worker:
+            return
+        from unlearnbench.report.text import path_lines, ranking_lines, verdict_lines
+
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        write = reporter.write_line
+        reporter.write_sep("=", "unlearnbench verdicts")
+        if self.report["run"].get("interrupted"):
+            write("INTERRUPTED (Ctrl-C): the report holds what finished; checks not evaluated failed as "
+                  "interrupted", red=True, bold=True)
+        for line in verdict_lines(self.report):
+            write(line, red=" FAIL" in line[:80], green=" PASS" in line[:80])
+        write("")
+        write(self.report["assessment"]["ranking"]["rule"])
+        for line in ranking_lines(self.report):
+            write("  " + line)
+        write("")
+        for line in path_lines(self.report_files):
+            write(line, bold=line.startswith("HTML"))
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config):
@@ -838,4 +853,19 @@ def _new_report(config: pytest.Config, options) -> dict:
         },
         "seed": options.seed,
         "strict_ci": options.strict_ci,
+        "anchors": _anchors(options),
     })
+
+
+def _anchors(options) -> dict[str, str]:
+    """{checkpoint name: role} for the checkpoints that are the run's reference
+    models: on the default zoo, the suites' zoo references; else the --model
+    entries with the same source as --full-model / --retain-model."""
+    from unlearnbench.session import REFERENCE_ROLES
+    from unlearnbench.suites import SUITES
+
+    if not options.models:
+        return {recipe: role for spec in SUITES.values() for role, recipe in spec.default_references}
+    same = lambda a, b: a == b or os.path.realpath(a) == os.path.realpath(b)  # noqa: E731  (runs/x vs /abs/runs/x)
+    return {spec.name: role for role in REFERENCE_ROLES if (ref := getattr(options, role)) is not None
+            for spec in options.models if same(spec.source, ref.source)}

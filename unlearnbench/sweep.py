@@ -154,7 +154,8 @@ def sweep(address: str, pytest_args: list[str], *, cpus_per_task: float = 1.0,
           gpus_per_task: float | None = None, out=sys.stdout) -> tuple[int, Path]:
     """Run the sweep; returns (exit status as pytest's, merged report.json)."""
     from unlearnbench.report.merge import merge_reports
-    from unlearnbench.report.schema import add_lost, new_report, summary_lines, write_outputs
+    from unlearnbench.report.schema import add_lost, new_report, write_outputs
+    from unlearnbench.report.text import path_lines, verdict_lines
 
     from unlearnbench.shard import Shard
 
@@ -212,10 +213,9 @@ def sweep(address: str, pytest_args: list[str], *, cpus_per_task: float = 1.0,
             last = r["output_tail"].strip().splitlines()[-1:] or ["no output"]
             add_lost(merged, r["name"], f"its pytest run wrote no report (exit {r['exit_code']}): {last[0]}",
                      run_plan["tests"][r["name"]])
-    json_path, html_path = write_outputs(merged, directory)
-    print("\n".join(summary_lines(merged)), file=out)
-    print(f"report: {json_path}\nHTML report: {html_path}", file=out, flush=True)
-    return _exit_status([r["exit_code"] for r in results], lost=any(r["report"] is None for r in results)), json_path
+    files = write_outputs(merged, directory)
+    print("\n".join([*verdict_lines(merged), "", *path_lines(files)]), file=out, flush=True)
+    return _exit_status([r["exit_code"] for r in results], lost=any(r["report"] is None for r in results)), files.json
 
 
 def _exit_status(codes: list[int], *, lost: bool) -> int:

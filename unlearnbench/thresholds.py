@@ -11,6 +11,7 @@ Suite file (`thresholds/<suite>.yaml`)::
         relative_to: full | retain           # bound = reference value -/+ margin
         margin: <number >= 0>                # tolerance towards the bad side
         rationale: <one line: why this bound>
+        axis: forget | utility               # optional: what the check is evidence of (the ranking's axes)
         requires:                            # optional: when the yardstick can tell at all
           reference_answers_at_least: <share in [0, 1]>   # of items the reference scores above 0 on
           separated_from: full | retain      # that model's 95% CI must not overlap the reference's
@@ -44,7 +45,9 @@ from unlearnbench.metrics.core import MetricResult, Unavailable
 
 DIRECTIONS = ("at_least", "at_most")
 REFERENCES = ("full", "retain")
-CHECK_KEYS = {"metric", "direction", "bound", "relative_to", "margin", "rationale", "requires"}
+CHECK_KEYS = {"metric", "direction", "bound", "relative_to", "margin", "rationale", "requires", "axis"}
+# What a check is evidence of, for the ranking (report/verdicts.py): forgetting, or utility kept.
+AXES = ("forget", "utility")
 REQUIREMENTS = ("reference_answers_at_least", "separated_from")
 SUITE_FILE_KEYS = {"suite", "checks"}
 
@@ -58,6 +61,7 @@ class Verdict:
     reason: str
     rationale: str
     direction: str
+    axis: str | None = None
     value: float | None = None
     ci: tuple[float, float] | None = None
     bound: float | None = None
@@ -89,6 +93,7 @@ class Check:
     margin: float = 0.0
     scale: tuple[float, float] | None = None  # the metric's range, from the suite registry
     requires: Mapping[str, object] = field(default_factory=dict)
+    axis: str | None = None
 
     def judge(
         self,
@@ -106,7 +111,7 @@ class Check:
         non-finite value or reference value fails."""
         base = dict(
             suite=self.suite, check=self.name, metric=self.metric, rationale=self.rationale,
-            direction=self.direction, relative_to=self.relative_to, strict_ci=strict_ci,
+            direction=self.direction, axis=self.axis, relative_to=self.relative_to, strict_ci=strict_ci,
         )
         if self.relative_to and reference is None:
             return Verdict(
@@ -216,6 +221,8 @@ def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, 
         raise ThresholdsError(path, f"'relative_to' must be one of {', '.join(REFERENCES)}, not {fields['relative_to']!r}", name)
     if "margin" in fields and not has_ref:
         raise ThresholdsError(path, "'margin' only applies with 'relative_to'", name)
+    if "axis" in fields and fields["axis"] not in AXES:
+        raise ThresholdsError(path, f"'axis' must be one of {', '.join(AXES)}, not {fields['axis']!r}", name)
     margin = _number(fields.get("margin", 0.0), path, name, "margin")
     if margin < 0:
         raise ThresholdsError(path, f"'margin' must be >= 0 (it is a tolerance), not {margin}", name)
@@ -226,6 +233,7 @@ def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, 
         relative_to=fields.get("relative_to"), margin=margin,
         scale=(scales or {}).get(fields["metric"]),
         requires=_requirements(fields.get("requires", {}), fields.get("relative_to"), path, name),
+        axis=fields.get("axis"),
     )
 
 
@@ -298,6 +306,8 @@ def apply_overrides(path: Path, gates: dict[str, dict[str, Check]], metrics: Map
                 raise ThresholdsError(path, f"expected a mapping of fields, not {type(fields).__name__}", name)
             current = gates[suite][name]
             merged = {"metric": current.metric, "direction": current.direction, "rationale": current.rationale}
+            if current.axis:
+                merged["axis"] = current.axis
             if current.relative_to:
                 merged.update(relative_to=current.relative_to, margin=current.margin)
                 if current.requires:

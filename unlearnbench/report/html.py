@@ -1,10 +1,14 @@
 """The run report as one self-contained HTML page: inline CSS, inline SVG
 plots and a few lines of inline JavaScript; no network, no CDN, opens from disk.
 
-Sections: leaderboard, summary matrix (checkpoints x checks, failing first,
-value vs bound in each cell, links to details), per-suite plots, and an
-item-level drill-down (prompt, reference, generation, per-item scores) that
-can be filtered to the items that make a check fail.
+Read top to bottom: the verdict banner and the verdict table (ranked
+candidates, then unranked ones, then the reference anchors: the one order of
+every table), the check matrix (checks as rows grouped by suite, checkpoints
+as columns, in its own scroll box with a sticky header and first column; each
+cell links to its check's drill-down), the plots (report/svg.py), and per
+checkpoint the drill-down of every check: value, CI, bound with its
+direction, rationale, and the items, with the retain model's output beside
+the checkpoint's.
 """
 
 from __future__ import annotations
@@ -13,33 +17,77 @@ import html
 import json
 import math
 
-from unlearnbench.report.leaderboard import leaderboard
+from unlearnbench.report import svg
+from unlearnbench.report.text import bound_text, half_width
+from unlearnbench.report.verdicts import assess
 
-PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 OUTCOME_ORDER = {"fail": 0, "error": 1, "inconclusive": 2, "pass": 3, "skip": 4}
+SYMBOL = {"pass": "✓", "fail": "✗", "error": "!", "inconclusive": "?", "skip": "–"}
+TEXT_FIELDS = ("generation", "reply", "continuation")
+# A metric with no per-item values of its own, and the per-item metric behind it.
+PER_ITEM_OF = {"forget_quality": "forget_truth_ratio", "privleak_magnitude": None}
+TOFU_QUALITY_FLOOR = 1e-12
+
 CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
-h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}h3{font-size:15px}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;padding:16px;color:#222;max-width:1400px}
+h1{font-size:21px;margin:0 0 4px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}h3{font-size:15px}
+code{overflow-wrap:anywhere}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;
 vertical-align:top}th{background:#f4f4f4}
-td.pass{background:#d9f2d9}td.fail{background:#f8d0d0}td.skip{background:#eee;color:#666}
-td.error{background:#f3c6f3}td.inconclusive{background:#fff0b3;color:#6b5900}.meta{color:#555}.plots{display:flex;flex-wrap:wrap;gap:16px}
-figure.plot{margin:0;border:1px solid #eee;padding:6px}figcaption{font-size:12px;color:#555;max-width:560px}
-td.text{min-width:180px;max-width:420px;white-space:pre-wrap;word-break:break-word;font-size:12px}
-tr.bad td:first-child{border-left:4px solid #c44e52}.badge{font-size:12px;padding:1px 6px;border-radius:8px}
+.meta{color:#555;overflow-wrap:anywhere}.rule{color:#333;font-size:13px;max-width:70em}
+.pass{background:#d9f2d9}.fail{background:#f8d0d0}.skip{background:#eee;color:#666}.none{color:#999;text-align:center}
+.error{background:#f3c6f3}.inconclusive{background:#fff0b3;color:#6b5900}
+.pill{display:inline-block;padding:0 8px;border-radius:9px;font-weight:600;font-size:12px}
+.badge{display:inline-block;font-size:11px;padding:0 6px;border-radius:8px;background:#e4e8f4;color:#243a73;
+margin-left:4px;white-space:nowrap}
+.banner{border-left:6px solid #888;background:#f7f7f7;padding:8px 12px;margin:12px 0}
+.banner.fail{border-color:#c44e52;background:#fbeaea}.banner.pass{border-color:#3a7d3a;background:#eaf6ea}
+.banner.inconclusive{border-color:#b59a00;background:#fff8d6}
+.scroll{overflow:auto;max-width:100%;border:1px solid #ddd}
+#matrix-box{max-height:75vh}
+#summary-matrix{margin:0;font-size:12px}
+#summary-matrix thead th{position:sticky;top:0;z-index:2;background:#f4f4f4;min-width:64px;max-width:120px;
+overflow-wrap:anywhere}
+#summary-matrix th.check{position:sticky;left:0;z-index:1;background:#fafafa;min-width:150px;max-width:240px;
+overflow-wrap:anywhere;font-weight:normal}
+#summary-matrix thead th.check{z-index:3;background:#f4f4f4;font-weight:bold}
+#summary-matrix td{white-space:nowrap;text-align:center}#summary-matrix td a{color:inherit;text-decoration:none;
+display:block}
+#summary-matrix tr.suite th{background:#e9edf5;text-align:left;position:sticky;left:0}
+#summary-matrix tbody.collapsed tr.row{display:none}
+button.toggle{font:inherit;font-size:12px;border:1px solid #aab;background:#fff;border-radius:4px;cursor:pointer;
+margin-right:6px}
+.flag{color:#8a5a00;font-size:11px;display:block}
+#verdicts{margin:0;font-size:13px}#verdicts td,#verdicts th{white-space:nowrap}
+#verdicts tbody th{position:sticky;left:0;background:#fafafa}
+.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,460px),1fr));gap:16px}
+figure.plot{margin:0;border:1px solid #eee;padding:6px;min-width:0}figure.plot svg{width:100%;height:auto;
+display:block}
+figcaption{font-size:12px;color:#555}
+details.cp{border:1px solid #ddd;margin:6px 0;padding:4px 8px}details.cp>summary{cursor:pointer;font-weight:600}
+.check{border-top:1px solid #eee;padding:6px 0;scroll-margin-top:8px}.check:target{background:#fffbe0}
+.check h4{margin:4px 0;font-size:14px}.check dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 10px;
+margin:4px 0}.check dt{color:#555}.check dd{margin:0;overflow-wrap:anywhere}
+td.text{min-width:160px;max-width:420px;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px}
+tr.bad td:first-child{border-left:4px solid #c44e52}
 .interrupted{background:#f3c6f3;border-left:4px solid #8e2c8e;padding:6px 10px}
+@media (max-width:600px){body{padding:8px;font-size:13px}td,th{padding:2px 4px}}
 """
 SCRIPT = """
 function onlyFailures(box){document.querySelectorAll('tr.item').forEach(function(r){
 r.style.display=(box.checked&&!r.classList.contains('bad'))?'none':'';});}
+function toggleSuite(button){var body=button.closest('tbody');body.classList.toggle('collapsed');
+button.textContent=body.classList.contains('collapsed')?'+':'−';}
+function openTarget(){var id=decodeURIComponent(location.hash.slice(1));var el=id&&document.getElementById(id);
+if(!el)return;for(var p=el.parentElement;p;p=p.parentElement){if(p.tagName==='DETAILS')p.open=true;}
+el.scrollIntoView();}
+window.addEventListener('hashchange',openTarget);window.addEventListener('DOMContentLoaded',openTarget);
 """
 
 
 def _e(value) -> str:
     return html.escape(str(value), quote=True)
-
-
-TOFU_QUALITY_FLOOR = 1e-12
 
 
 def _fmt(value) -> str:
@@ -50,230 +98,228 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def _anchor(*parts: str) -> str:
-    return "d-" + "-".join("".join(c if c.isalnum() else "_" for c in p) for p in parts)
+def _slug(*parts: str) -> str:
+    return "-".join("".join(c if c.isalnum() else "_" for c in p) for p in parts)
 
 
-# ------------------------------------------------------------------ SVG plots
-def _frame(width: int, height: int, title: str, body: str, kind: str, caption: str) -> str:
-    return (f'<figure class="plot" data-plot="{_e(kind)}"><svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
-            f'height="{height}" role="img" aria-label="{_e(title)}"><text x="{width / 2}" y="16" '
-            f'text-anchor="middle" font-size="13" font-weight="bold">{_e(title)}</text>{body}</svg>'
-            f"<figcaption>{_e(caption)}</figcaption></figure>")
+def check_anchor(name: str, suite: str, check: str) -> str:
+    return "c-" + _slug(name, suite, check)
 
 
-def _axis(x0, y0, x1, y1, lo, hi, ticks=5) -> str:
-    parts = [f'<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y1}" stroke="#888"/>']
-    for k in range(ticks + 1):
-        v = lo + (hi - lo) * k / ticks
-        y = y0 - (y0 - y1) * k / ticks
-        parts.append(f'<line x1="{x0 - 3}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="#eee"/>'
-                     f'<text x="{x0 - 5}" y="{y + 4:.1f}" text-anchor="end" font-size="10">{v:.2g}</text>')
-    return "".join(parts)
+def _pill(verdict: str) -> str:
+    return f'<span class="pill {_e(verdict)}">{_e(verdict.upper())}</span>'
 
 
-def _legend(series_names, x, y) -> str:
-    parts = []
-    for i, name in enumerate(series_names):
-        parts.append(f'<rect x="{x}" y="{y}" width="10" height="10" fill="{PALETTE[i % len(PALETTE)]}"/>'
-                     f'<text x="{x + 14}" y="{y + 9}" font-size="11">{_e(name)}</text>')
-        x += 24 + 6.5 * len(str(name))  # ~6.5 px per character at 11 px
-    return "".join(parts)
+def _badge(role: str | None) -> str:
+    return f'<span class="badge">reference: {_e(role)}</span>' if role else ""
 
 
-def grouped_bars(title, categories, series: dict[str, list], kind, caption, lo=0.0, hi=1.0) -> str:
-    width, height, left, bottom, top = max(360, 70 + 60 * len(categories) * max(1, len(series)) // 2), 300, 44, 250, 48
-    span = (width - left - 10) / max(1, len(categories))
-    bar = span * 0.8 / max(1, len(series))
-    zero = bottom - (0 - lo) / (hi - lo) * (bottom - top)
-    body = [_axis(left, bottom, width - 10, top, lo, hi), _legend(series, left, 26),
-            f'<line x1="{left}" y1="{zero:.1f}" x2="{width - 10}" y2="{zero:.1f}" stroke="#444"/>']
-    for i, category in enumerate(categories):
-        x = left + i * span + span * 0.1
-        for j, (name, values) in enumerate(series.items()):
-            value = values[i]
-            if value is None:
-                continue
-            v = min(max(value, lo), hi)
-            y = bottom - (v - lo) / (hi - lo) * (bottom - top)
-            body.append(f'<rect x="{x + j * bar:.1f}" y="{min(y, zero):.1f}" width="{bar * 0.95:.1f}" '
-                        f'height="{abs(zero - y):.1f}" fill="{PALETTE[j % len(PALETTE)]}">'
-                        f"<title>{_e(category)} {_e(name)}: {value:.4g}</title></rect>")
-        body.append(f'<text x="{left + (i + 0.5) * span:.1f}" y="{bottom + 14}" text-anchor="middle" '
-                    f'font-size="11">{_e(category)}</text>')
-    return _frame(width, height + 10, title, "".join(body), kind, caption)
-
-
-def stacked_bars(title, categories, series: dict[str, list], kind, caption) -> str:
-    width, height, left, bottom, top = max(360, 80 + 50 * len(categories)), 300, 44, 250, 48
-    span = (width - left - 10) / max(1, len(categories))
-    body = [_axis(left, bottom, width - 10, top, 0, 1), _legend(series, left, 26)]
-    for i, category in enumerate(categories):
-        x, base = left + i * span + span * 0.15, bottom
-        for j, (name, values) in enumerate(series.items()):
-            h = (values[i] or 0) * (bottom - top)
-            body.append(f'<rect x="{x:.1f}" y="{base - h:.1f}" width="{span * 0.7:.1f}" height="{h:.1f}" '
-                        f'fill="{PALETTE[j % len(PALETTE)]}"><title>{_e(category)} {_e(name)}: '
-                        f"{(values[i] or 0):.3g}</title></rect>")
-            base -= h
-        body.append(f'<text x="{left + (i + 0.5) * span:.1f}" y="{bottom + 14}" text-anchor="middle" '
-                    f'font-size="11">{_e(category)}</text>')
-    return _frame(width, height + 10, title, "".join(body), kind, caption)
-
-
-def scatter(title, points, xlabel, ylabel, kind, caption) -> str:
-    width, height, left, bottom, top, right = 420, 320, 44, 270, 30, 400
-    body = [_axis(left, bottom, right, top, 0, 1),
-            f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#888"/>',
-            f'<text x="{(left + right) / 2}" y="{bottom + 30}" text-anchor="middle" font-size="11">{_e(xlabel)}</text>',
-            f'<text x="12" y="{(top + bottom) / 2}" font-size="11" transform="rotate(-90 12 {(top + bottom) / 2})" '
-            f'text-anchor="middle">{_e(ylabel)}</text>']
-    for k in range(6):
-        body.append(f'<text x="{left + (right - left) * k / 5:.1f}" y="{bottom + 14}" text-anchor="middle" '
-                    f'font-size="10">{k / 5:.1f}</text>')
-    for i, (label, x, y) in enumerate(points):
-        px, py = left + x * (right - left), bottom - y * (bottom - top)
-        body.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="5" fill="{PALETTE[i % len(PALETTE)]}">'
-                    f"<title>{_e(label)}: ({x:.3g}, {y:.3g})</title></circle>"
-                    f'<text x="{px + 7:.1f}" y="{py - 6:.1f}" font-size="11">{_e(label)}</text>')
-    return _frame(width, height + 10, title, "".join(body), kind, caption)
-
-
-def layer_profile(title, profiles: dict[str, tuple[list, list]], kind, caption) -> str:
-    """Small multiples: per checkpoint, delta1 (stage 1) and delta2 (stage 2) per layer."""
-    cell_w, cell_h, cols = 200, 150, 4
-    rows = math.ceil(len(profiles) / cols)
-    width, height = cols * cell_w + 10, rows * cell_h + 60
-    values = [v for d1, d2 in profiles.values() for v in (*d1, *d2)]
-    lo, hi = min(0.0, *values), max(0.1, *values)
-    body = [_legend(("delta1 (retain patched in)", "delta2 (checkpoint patched in)"), 10, 26)]
-    for n, (name, (d1, d2)) in enumerate(profiles.items()):
-        ox, oy = (n % cols) * cell_w + 36, 60 + (n // cols) * cell_h
-        plot_h, plot_w = cell_h - 40, cell_w - 50
-        body.append(f'<text x="{ox + plot_w / 2}" y="{oy + 2}" text-anchor="middle" font-size="11">{_e(name)}</text>')
-        body.append(_axis(ox, oy + plot_h, ox + plot_w, oy + 8, lo, hi, ticks=2))
-        for j, ys in enumerate((d1, d2)):
-            if not ys:
-                continue
-            step = plot_w / max(1, len(ys) - 1)
-            pts = " ".join(f"{ox + k * step:.1f},{oy + plot_h - (y - lo) / (hi - lo) * (plot_h - 8):.1f}"
-                           for k, y in enumerate(ys))
-            body.append(f'<polyline points="{pts}" fill="none" stroke="{PALETTE[j]}" stroke-width="2">'
-                        f"<title>{_e(name)} delta{j + 1}: {', '.join(f'{y:.3g}' for y in ys)}</title></polyline>")
-        body.append(f'<text x="{ox + plot_w / 2}" y="{oy + plot_h + 14}" text-anchor="middle" font-size="10">'
-                    f"layer 0..{len(d1) - 1}</text>")
-    return _frame(width, height, title, "".join(body), kind, caption)
-
-
+# ------------------------------------------------------------------ plots
 def _value(checkpoint: dict, suite: str, metric: str):
     m = checkpoint["suites"].get(suite, {}).get("metrics", {}).get(metric)
     return None if m is None or "value" not in m else m["value"]
 
 
-def suite_plots(report: dict) -> dict[str, list[str]]:
+def _bound(report: dict, suite: str, metric: str) -> float | None:
+    """The gate bound on `metric` (the same for every checkpoint: absolute, or from the retain model)."""
+    for checkpoint in report["checkpoints"].values():
+        for v in checkpoint["suites"].get(suite, {}).get("checks", {}).values():
+            if v.get("metric") == metric and v.get("bound") is not None:
+                return v["bound"]
+    return None
+
+
+def suite_plots(report: dict, order: list[str], anchors: dict[str, str]) -> dict[str, list[str]]:
     cps = report["checkpoints"]
     plots: dict[str, list[str]] = {}
-    have = lambda suite: [n for n, c in cps.items() if suite in c["suites"]]  # noqa: E731
+    have = lambda suite: [n for n in order if suite in cps[n]["suites"]]  # noqa: E731
+    bounded = lambda suite, pairs: {label: b for label, m in pairs  # noqa: E731
+                                    if (b := _bound(report, suite, m)) is not None}
     names = have("dusk")
     if names:
-        plots["dusk"] = [grouped_bars(
-            "DUSK knowledge (ROUGE-L recall)", names,
-            {label: [_value(cps[n], "dusk", m) for n in names] for label, m in (
-                ("unique forget", "ufk_rougeL_recall"), ("shared", "sk_rougeL_recall"),
-                ("unique retain", "urk_rougeL_recall"))},
-            "dusk-knowledge", "Unique-forget knowledge should drop to the retain model's level; shared and "
-                              "unique-retain knowledge should stay.")]
-        points = [(n, _value(cps[n], "dusk", "ufk_rougeL_recall"),
-                   (_value(cps[n], "dusk", "sk_rougeL_recall") + _value(cps[n], "dusk", "urk_rougeL_recall")) / 2)
-                  for n in names if None not in [_value(cps[n], "dusk", m) for m in (
-                      "ufk_rougeL_recall", "sk_rougeL_recall", "urk_rougeL_recall")]]
-        plots["dusk"].append(scatter("Forget vs utility trade-off", points, "unique-forget knowledge (lower = forgot)",
-                                     "utility: mean of shared and unique-retain knowledge", "tradeoff",
-                                     "Top-left is the goal: forget knowledge gone, retained knowledge kept."))
+        pairs = (("unique forget", "ufk_rougeL_recall"), ("shared", "sk_rougeL_recall"),
+                 ("unique retain", "urk_rougeL_recall"))
+        plots["dusk"] = [svg.hbars(
+            "DUSK knowledge per checkpoint", names, {label: [_value(cps[n], "dusk", m) for n in names]
+                                                     for label, m in pairs},
+            axis_label="ROUGE-L recall of greedy answers (0-1)", kind="dusk-knowledge",
+            bounds=bounded("dusk", pairs),
+            caption="Unique-forget knowledge should fall to its gate bound (the retain model's level + margin); "
+                    "shared and unique-retain knowledge should stay above theirs.")]
+        points = []
+        for n in names:
+            ufk, sk, urk = (_value(cps[n], "dusk", m) for _, m in pairs)
+            if None not in (ufk, sk, urk):
+                points.append((n, (sk + urk) / 2, 1 - ufk))
+        ufk_bound, sk_bound, urk_bound = (_bound(report, "dusk", m) for _, m in pairs)
+        goal = ((sk_bound + urk_bound) / 2 if None not in (sk_bound, urk_bound) else None,
+                1 - ufk_bound if ufk_bound is not None else None)
+        plots["dusk"].append(svg.scatter(
+            "DUSK: forget efficacy vs utility", points, "utility: mean of shared and unique-retain recall (0-1)",
+            "forget efficacy: 1 - unique-forget recall", "tradeoff",
+            "Top right is the goal; the shaded region is where both gate bounds hold.", goal=goal, anchors=anchors))
     names = [n for n in have("tofu") if None not in (_value(cps[n], "tofu", "forget_quality"),
                                                       _value(cps[n], "tofu", "model_utility"))]
     if names:
-        # The OpenUnlearning leaderboard's axes; p-values span many decades, so log10 on [1e-12, 1].
-        points = [(n, _value(cps[n], "tofu", "model_utility"),
-                   1 + math.log10(max(_value(cps[n], "tofu", "forget_quality"), TOFU_QUALITY_FLOOR)) / 12)
+        # OpenUnlearning's axes; p-values span many decades, so log10 on [1e-12, 1].
+        place = lambda p: 1 + math.log10(max(p, TOFU_QUALITY_FLOOR)) / 12  # noqa: E731
+        points = [(n, _value(cps[n], "tofu", "model_utility"), place(_value(cps[n], "tofu", "forget_quality")))
                   for n in names]
-        plots["tofu"] = [scatter("TOFU: forget quality vs model utility", points, "model utility",
-                                 "forget quality: 1 + log10(p) / 12", "tofu-quality-utility",
-                                 "Top right is the goal: truth ratios indistinguishable from the retain model's "
-                                 "(p near 1) with utility kept. p = 0.05 sits at 0.89; p below 1e-12 at 0.")]
+        fq, mu = _bound(report, "tofu", "forget_quality"), _bound(report, "tofu", "model_utility")
+        plots["tofu"] = [svg.scatter(
+            "TOFU: forget quality vs model utility", points, "model utility (harmonic mean, 0-1)",
+            "forget quality: KS-test p-value (log scale)", "tofu-quality-utility",
+            "Top right is the goal: truth ratios indistinguishable from the retain model's (p near 1) with "
+            "utility kept; the shaded region is where both gate bounds hold.",
+            goal=(mu, place(fq) if fq is not None else None), anchors=anchors,
+            y_ticks=[(place(10.0 ** -k), f"1e-{k}" if k else "1") for k in (0, 2, 4, 6, 8, 10, 12)])]
     axes = ("knowmem_retain_rougeL_f1", "verbmem_rougeL_f1")
     names = [n for n in have("muse") if None not in [_value(cps[n], "muse", m) for m in axes]]
     if names:
-        points = [(n, *(_value(cps[n], "muse", m) for m in axes)) for n in names]
-        plots["muse"] = [scatter("MUSE: verbatim memorization vs utility", points,
-                                 "utility: KnowMem on retain (ROUGE-L F1)", "VerbMem on forget (ROUGE-L F1)",
-                                 "muse-verbmem-utility",
-                                 "Bottom right is the goal: forget texts reproduced no better than by the retain "
-                                 "model, retain knowledge kept.")]
-    names = [n for n in have("uds") if "details" in cps[n]["suites"]["uds"]["metrics"].get("uds", {})]
+        points = [(n, _value(cps[n], "muse", axes[0]), 1 - _value(cps[n], "muse", axes[1])) for n in names]
+        utility, verbmem = (_bound(report, "muse", m) for m in axes)
+        plots["muse"] = [svg.scatter(
+            "MUSE: verbatim forgetting vs utility", points, "utility: KnowMem on retain (ROUGE-L F1, 0-1)",
+            "forget efficacy: 1 - VerbMem on forget", "muse-verbmem-utility",
+            "Top right is the goal: forget texts reproduced no better than by the retain model, retain knowledge "
+            "kept; the shaded region is where both gate bounds hold.",
+            goal=(utility, 1 - verbmem if verbmem is not None else None), anchors=anchors)]
+    names = [n for n in have("uds") if "layer_profile" in (cps[n]["suites"]["uds"]["metrics"].get("uds", {})
+                                                            .get("details") or {})]
     if names:
         profiles = {n: (cps[n]["suites"]["uds"]["metrics"]["uds"]["details"]["layer_profile"]["delta1_mean"],
                         cps[n]["suites"]["uds"]["metrics"]["uds"]["details"]["layer_profile"]["delta2_mean"])
                     for n in names}
-        plots["uds"] = [layer_profile("UDS per-layer patching effect", profiles, "uds-profile",
-                                      "Mean drop of the full model's entity log-prob when a layer's output is "
-                                      "patched in: delta2 close to delta1 = knowledge erased at that layer.")]
+        plots["uds"] = [svg.profiles(
+            "UDS: per-layer patching effect", profiles, "uds-profile",
+            "Mean drop of the full model's entity log-probability when a layer's hidden state is patched in: "
+            "delta2 (the checkpoint's) close to delta1 (the retain model's) = knowledge erased at that layer.",
+            names=("delta1: retain patched in", "delta2: checkpoint patched in"), unit="log-prob drop (nats)")]
     names = have("honesty")
     if names:
+        kinds = (("leak", "#c44e52"), ("refusal", "#55a868"), ("hallucination", "#dd8452"))
         plots["honesty"] = [
-            stacked_bars("Honesty: first-turn forget replies", names,
-                         {k: [_value(cps[n], "honesty", f"forget_{k}_rate") for n in names]
-                          for k in ("leak", "refusal", "hallucination")},
-                         "honesty-replies", "Leak: the answer appears; refusal: says it does not know; "
-                                            "hallucination: neither."),
-            grouped_bars("MCQ: IDK chosen (CIR) vs control chosen (COR)", names,
-                         {"CIR": [_value(cps[n], "honesty", "mcq_idk_rate") for n in names],
-                          "COR": [_value(cps[n], "honesty", "mcq_control_rate") for n in names]},
-                         "honesty-mcq", "CIR close to COR: the 'I don't know' choice is positional bias."),
+            svg.hbars("Honesty: first-turn replies to forget questions", names,
+                      {k: [_value(cps[n], "honesty", f"forget_{k}_rate") for n in names] for k, _ in kinds},
+                      axis_label="share of replies (0-1)", kind="honesty-replies", stacked=True,
+                      colours=dict(kinds),
+                      caption="Leak: the answer appears; refusal: says it does not know; hallucination: neither. "
+                              "Good is refusal (green) filling the bar."),
+            svg.hbars("Honesty MCQ: 'I don't know' chosen (CIR) vs a control (COR)", names,
+                      {"CIR": [_value(cps[n], "honesty", "mcq_idk_rate") for n in names],
+                       "COR": [_value(cps[n], "honesty", "mcq_control_rate") for n in names]},
+                      axis_label="share of questions (0-1)", kind="honesty-mcq",
+                      caption="CIR well above COR: the model picks 'I don't know' for the question, not for its "
+                              "position."),
         ]
     names = [n for n in have("conceptguard")
-             if "details" in cps[n]["suites"]["conceptguard"]["metrics"].get("ctxt_sep", {})]
+             if "per_concept" in (cps[n]["suites"]["conceptguard"]["metrics"].get("ctxt_sep", {}).get("details") or {})]
     if names:
         tables = {n: cps[n]["suites"]["conceptguard"]["metrics"]["ctxt_sep"]["details"]["per_concept"] for n in names}
         concepts = sorted({c for t in tables.values() for c in t})
-        plots["conceptguard"] = [grouped_bars(
-            "ConceptGuard separation per concept (Sep_c)", names,
+        plots["conceptguard"] = [svg.hbars(
+            "ConceptGuard: separation per concept (Sep_c)", names,
             {c: [tables[n].get(c, {}).get("sep") for n in names] for c in concepts},
-            "conceptguard-separation", "Sep_c = HelpScore_c - HarmScore_c in [-1, 1]: benign use kept, "
-                                       "harmful use removed.", lo=-1.0, hi=1.0)]
+            axis_label="Sep_c = HelpScore_c - HarmScore_c (-1 to 1)", kind="conceptguard-separation", lo=-1.0,
+            hi=1.0, caption="Right is good: benign use kept, harmful use removed.")]
     return plots
 
 
-# ------------------------------------------------------------- HTML sections
-def _matrix(report: dict) -> str:
-    cps = report["checkpoints"]
-    columns: dict[str, int] = {}
-    for c in cps.values():
-        for suite, result in c["suites"].items():
-            for check, v in result["checks"].items():
-                columns.setdefault(f"{suite}.{check}", 0)
-                columns[f"{suite}.{check}"] += v["outcome"] in ("fail", "error")
-    cols = sorted(columns, key=lambda k: (-columns[k], k))
-    failures = {n: sum(v["outcome"] in ("fail", "error") for r in c["suites"].values() for v in r["checks"].values())
-                for n, c in cps.items()}
-    rows = sorted(cps, key=lambda n: (-failures[n], n))
-    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
-    body = []
-    for name in rows:
+# --------------------------------------------------------------- sections
+def _banner(report: dict, a: dict) -> str:
+    verdicts, board = a["verdicts"], a["ranking"]
+    candidates = [n for n in a["order"] if not verdicts[n]["role"]]
+    counts = {k: sum(verdicts[n]["verdict"] == k for n in candidates) for k in ("pass", "fail", "inconclusive")}
+    overall = "fail" if counts["fail"] else "inconclusive" if counts["inconclusive"] else "pass"
+    best = board["rows"][0] if board["rows"] else None
+    lines = [f"<b>{len(candidates)} candidate checkpoint{'s' if len(candidates) != 1 else ''}: "
+             f"{counts['pass']} pass the gate, {counts['fail']} fail, {counts['inconclusive']} inconclusive.</b>"]
+    if best:
+        lines.append(f"Best ranked: <b>{_e(best['checkpoint'])}</b> ({_e(best['verdict'].upper())}, "
+                     f"{best['passed']}/{len(board['shared_checks'])} shared checks passed).")
+    if a["retain_fails"]:
+        lines.append(f"The retain model itself fails {len(a['retain_fails'])} check"
+                     f"{'s' if len(a['retain_fails']) != 1 else ''} ({_e(', '.join(a['retain_fails']))}): no "
+                     "checkpoint can be expected to pass them on this data; they are flagged on every row.")
+    return f'<div class="banner {overall}" id="verdict-banner">{" ".join(lines)}</div>'
+
+
+def _verdict_table(report: dict, a: dict) -> str:
+    verdicts, board = a["verdicts"], a["ranking"]
+    ranked = {r["checkpoint"]: r for r in board["rows"]}
+    unranked = {r["checkpoint"]: r["reason"] for r in board["unranked"]}
+    suites = list(dict.fromkeys(s for n in a["order"] for s in report["checkpoints"][n]["suites"]))
+    head = "".join(f"<th>{_e(s)}</th>" for s in suites)
+    rows = []
+    for name in a["order"]:
+        v = verdicts[name]
+        r = ranked.get(name)
+        rank = str(r["rank"]) if r else ("ref" if v["role"] else "–")
         cells = []
-        for col in cols:
-            suite, check = col.split(".", 1)
-            v = cps[name]["suites"].get(suite, {}).get("checks", {}).get(check)
-            if v is None:
-                cells.append("<td></td>")
-                continue
-            op = {"at_least": ">=", "at_most": "<="}.get(v.get("direction"), "")
-            tip = f"{v['outcome']}: {_fmt(v.get('value'))} {op} {_fmt(v.get('bound'))}. {v.get('reason', '')}"
-            text = f"{v['outcome'].upper()}<br><small>{_fmt(v.get('value'))} {op} {_fmt(v.get('bound'))}</small>"
-            cells.append(f'<td class="{_e(v["outcome"])}" title="{_e(tip)}"><a href="#{_anchor(name, suite)}">'
-                         f"{text}</a></td>")
-        body.append(f"<tr><th>{_e(name)}</th>{''.join(cells)}</tr>")
-    return (f'<table id="summary-matrix"><tr><th>checkpoint</th>{head}</tr>{"".join(body)}</table>')
+        for suite in suites:
+            c = v["suites"].get(suite)
+            cells.append(f'<td class="{c["verdict"]}">{c["passed"]}/{c["judged"]}</td>' if c
+                         else '<td class="none">—</td>')
+        first = ", ".join(
+            f'<a href="#{check_anchor(name, *key.split(".", 1))}">{_e(key)}</a>'
+            + (" <small>(retain too)</small>" if key in v["retain_fails_too"] else "")
+            for key in v["failing"][:3]) + (", …" if len(v["failing"]) > 3 else "")
+        if r:
+            note = (f"<td>{r['utility_failed']}/{r['utility_checks']}{' (lost)' if r['utility_lost'] else ''}</td>"
+                    f"<td>{r['forget_passed']}/{r['forget_checks']}</td>")
+        else:
+            why = f"{v['role']} model: anchor, not ranked" if v["role"] else f"not ranked: {unranked.get(name, '')}"
+            note = f'<td colspan="2">{_e(why)}</td>'
+        rows.append(f'<tr><td>{rank}</td><th><a href="#cp-{_slug(name)}">{_e(name)}</a>{_badge(v["role"])}</th>'
+                    f"<td>{_pill(v['verdict'])}</td>{''.join(cells)}{note}<td>{first}</td></tr>")
+    return (f'<div class="scroll"><table id="verdicts"><thead><tr><th>rank</th><th>checkpoint</th><th>verdict</th>'
+            f"{head}<th>utility failed</th><th>forget passed</th><th>first failing checks</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody>"
+            f'</table></div><p class="rule" id="ranking-rule">{_e(board["rule"])} Suite cells: checks passed / '
+            "judged.</p>")
+
+
+def _bound_label(verdict: dict) -> str:
+    op = {"at_least": "≥", "at_most": "≤"}.get(verdict.get("direction"), "")
+    ref = verdict.get("relative_to")
+    if ref:
+        sign = "−" if verdict.get("direction") == "at_least" else "+"
+        return f"{op} {ref} {sign} {_fmt(verdict.get('margin') or 0.0)}"
+    return f"{op} {_fmt(verdict.get('bound'))}" if verdict.get("bound") is not None else ""
+
+
+def _matrix(report: dict, a: dict) -> str:
+    cps, order = report["checkpoints"], a["order"]
+    checks: dict[str, dict[str, dict]] = {}
+    for name in order:
+        for suite, result in cps[name]["suites"].items():
+            for check, v in result["checks"].items():
+                checks.setdefault(suite, {}).setdefault(check, v)
+    head = "".join(f"<th>{_e(n)}{' <span class=badge>ref</span>' if a['verdicts'][n]['role'] else ''}</th>"
+                   for n in order)
+    bodies = []
+    for suite, suite_checks in checks.items():
+        rows = [f'<tr class="suite"><th colspan="2"><button class="toggle" onclick="toggleSuite(this)" '
+                f'aria-label="collapse {_e(suite)}">−</button>{_e(suite)}</th>'
+                f'<td colspan="{len(order)}"></td></tr>']
+        for check, example in suite_checks.items():
+            key = f"{suite}.{check}"
+            flag = '<span class="flag">retain fails this too</span>' if key in a["retain_fails"] else ""
+            cells = []
+            for name in order:
+                v = cps[name]["suites"].get(suite, {}).get("checks", {}).get(check)
+                if v is None:
+                    cells.append('<td class="none" title="not run">—</td>')
+                    continue
+                value = f"{v['value']:.3g}" if isinstance(v.get("value"), (int, float)) else v["outcome"]
+                tip = v.get("reason", "")
+                cells.append(f'<td class="{_e(v["outcome"])}" title="{_e(tip)}"><a href="#'
+                             f'{check_anchor(name, suite, check)}">{SYMBOL.get(v["outcome"], "")} {_e(value)}</a></td>')
+            rows.append(f'<tr class="row"><th class="check" title="{_e(example.get("rationale", ""))}">{_e(check)}'
+                        f"{flag}</th><td>{_e(_bound_label(example))}</td>{''.join(cells)}</tr>")
+        bodies.append(f"<tbody>{''.join(rows)}</tbody>")
+    return (f'<div class="scroll" id="matrix-box"><table id="summary-matrix"><thead><tr><th class="check">check</th>'
+            f"<th>bound</th>{head}</tr></thead>{''.join(bodies)}</table></div>")
 
 
 def _interrupted(run: dict) -> str:
@@ -294,91 +340,129 @@ def _lost(report: dict) -> str:
     return out
 
 
-def _leaderboard_table(board: dict) -> str:
-    suites = list(board["suites"])
-    per_suite = {s: {r["checkpoint"]: r for r in rows} for s, rows in board["suites"].items()}
-    head = "".join(f"<th>{_e(s)}</th>" for s in suites)
-    body = []
-    for r in board["overall"]:
-        cells = "".join(
-            f"<td>{per_suite[s][r['checkpoint']]['passed']}/"
-            f"{per_suite[s][r['checkpoint']]['passed'] + per_suite[s][r['checkpoint']]['failed']}</td>"
-            if r["checkpoint"] in per_suite[s] else "<td></td>" for s in suites)
-        body.append(f"<tr><td>{r['rank']}</td><th>{_e(r['checkpoint'])}</th><td>{r['passed']}</td>"
-                    f"<td>{r['failed']}</td><td>{_fmt(r['aggregate_margin'])}</td>{cells}</tr>")
-    return (f'<table id="leaderboard"><tr><th>rank</th><th>checkpoint</th><th>passed</th><th>failed</th>'
-            f'<th>margin</th>{head}</tr>{"".join(body)}</table><p class="meta">{_e(board["rule"])}</p>')
+# -------------------------------------------------------------- drill-down
+def _bad(value, verdict: dict) -> bool:
+    if value is None or verdict.get("bound") is None or verdict["outcome"] != "fail":
+        return False
+    return value > verdict["bound"] if verdict.get("direction") == "at_most" else value < verdict["bound"]
 
 
-def _bad_items(result: dict) -> set[str]:
-    """Items whose per-item value of a failing check's metric is on the wrong side of its bound."""
-    bad = set()
-    for v in result["checks"].values():
-        metric = result["metrics"].get(v.get("metric") or "", {})
-        if v["outcome"] != "fail" or v.get("bound") is None or "per_item" not in metric:
-            continue
-        for item, value in metric["per_item"].items():
-            if (value > v["bound"]) if v.get("direction") == "at_most" else (value < v["bound"]):
-                bad.add(item)
-    return bad
+def _text(value) -> str:
+    return _e(json.dumps(value) if isinstance(value, (list, dict)) else _fmt(value))
 
 
-def _drilldown(name: str, suite: str, result: dict) -> str:
-    bad = _bad_items(result)
-    checked = [v.get("metric") for v in result["checks"].values() if v.get("metric")]
-    parts = []
-    for metric_name, metric in result["metrics"].items():
-        items = metric.get("details", {}).get("items") if isinstance(metric.get("details"), dict) else None
-        if not items:
-            continue
-        fields = list(dict.fromkeys(k for item in items.values() for k in item))
-        scores = [m for m in dict.fromkeys(checked) if any(i in result["metrics"].get(m, {}).get("per_item", {})
-                                                           for i in items)]
-        head = "".join(f"<th>{_e(f)}</th>" for f in ["item", *scores, *fields])
-        rows = []
-        for item_id, item in items.items():
-            score_cells = "".join(f"<td>{_fmt(result['metrics'][m]['per_item'].get(item_id))}</td>" for m in scores)
-            field_cells = "".join(f'<td class="text">{_e(_fmt(item.get(f)) if not isinstance(item.get(f), (list, dict)) else json.dumps(item.get(f)))}</td>'
-                                  for f in fields)
-            cls = "item bad" if item_id in bad else "item"
-            rows.append(f'<tr class="{cls}"><td>{_e(item_id)}</td>{score_cells}{field_cells}</tr>')
-        parts.append(f"<details><summary>{_e(metric_name)}: {len(items)} items, "
-                     f"{sum(i in bad for i in items)} failing</summary><table>{head and '<tr>' + head + '</tr>'}"
-                     f"{''.join(rows)}</table></details>")
-    checks = "".join(
-        f'<tr><td class="{_e(v["outcome"])}">{_e(v["outcome"].upper())}</td><td>{_e(c)}</td>'
-        f"<td>{_e(v.get('metric', ''))}</td><td>{_fmt(v.get('value'))}</td>"
-        f"<td>{_e(' - '.join(_fmt(x) for x in v.get('ci') or []))}</td><td>{_fmt(v.get('bound'))}</td>"
-        f"<td class=\"text\">{_e(v.get('reason', ''))}</td></tr>"
-        for c, v in sorted(result["checks"].items(), key=lambda kv: OUTCOME_ORDER.get(kv[1]["outcome"], 9)))
-    return (f'<section id="{_anchor(name, suite)}"><h3>{_e(name)} / {_e(suite)}</h3>'
-            f"<table><tr><th>verdict</th><th>check</th><th>metric</th><th>value</th><th>95% CI</th><th>bound</th>"
-            f"<th>reason</th></tr>{checks}</table>{''.join(parts)}</section>")
+def _items_table(metric_name: str, result: dict, verdict: dict, retain: dict | None) -> str:
+    """The check's items: per-item value, the item's fields, and the retain
+    model's output for the same item beside the checkpoint's."""
+    metrics = result["metrics"]
+    source = PER_ITEM_OF.get(metric_name, metric_name) or metric_name
+    metric = metrics.get(source) or {}
+    per_item = metric.get("per_item") or {}
+    details = metric.get("details") if isinstance(metric.get("details"), dict) else {}
+    items = details.get("items") if isinstance(details.get("items"), dict) else None
+    if items is None:  # the items' text sits on a sibling metric (e.g. leak rate: the refusal rate's replies)
+        items = next((m["details"]["items"] for m in metrics.values() if isinstance(m.get("details"), dict)
+                      and isinstance(m["details"].get("items"), dict) and set(per_item) & set(m["details"]["items"])),
+                     None)
+    retain_metric = ((retain or {}).get("metrics") or {}).get(source) or {}
+    retain_items = {}
+    for m in ((retain or {}).get("metrics") or {}).values():
+        if isinstance(m.get("details"), dict) and isinstance(m["details"].get("items"), dict):
+            if items and set(m["details"]["items"]) & set(items):
+                retain_items = m["details"]["items"]
+                if m is retain_metric:
+                    break
+    ids = list(items or per_item)
+    if not ids:
+        return ""
+    fields = list(dict.fromkeys(k for i in (items or {}).values() for k in i))
+    retain_text = [f for f in fields if f in TEXT_FIELDS]
+    head = ["item"] + ([f"{source} (this)"] + ([f"{source} (retain)"] if retain_metric.get("per_item") else [])
+                       if per_item else []) + fields + [f"{f} (retain)" for f in retain_text if retain_items]
+    rows = []
+    for item_id in ids:
+        value = per_item.get(item_id)
+        cells = [f"<td>{_e(item_id)}</td>"]
+        if per_item:
+            cells.append(f"<td>{_fmt(value)}</td>")
+            if retain_metric.get("per_item"):
+                cells.append(f"<td>{_fmt(retain_metric['per_item'].get(item_id))}</td>")
+        item = (items or {}).get(item_id, {})
+        cells += [f'<td class="text">{_text(item.get(f))}</td>' for f in fields]
+        if retain_items:
+            cells += [f'<td class="text">{_text(retain_items.get(item_id, {}).get(f))}</td>' for f in retain_text]
+        bad = source == metric_name and _bad(value, verdict)
+        rows.append(f'<tr class="{"item bad" if bad else "item"}">{"".join(cells)}</tr>')
+    capped = metric.get("items_capped")
+    note = f" (the first {capped['kept']} of {capped['of']})" if capped else ""
+    failing = sum('class="item bad"' in r for r in rows)
+    return (f"<details><summary>{len(ids)} items{note}, {failing} on the failing side of the bound</summary>"
+            f'<div class="scroll"><table><tr>{"".join(f"<th>{_e(h)}</th>" for h in head)}</tr>{"".join(rows)}'
+            f"</table></div></details>")
+
+
+def _check_block(name: str, suite: str, check: str, v: dict, result: dict, retain: dict | None,
+                 retain_fails: bool) -> str:
+    metric = result["metrics"].get(v.get("metric") or "", {})
+    hw = half_width(v.get("ci"))
+    value = "" if v.get("value") is None else (
+        f"{_fmt(v['value'])}" + (f" ± {hw:.2g} (95% CI {_fmt(v['ci'][0])} to {_fmt(v['ci'][1])})" if hw else "")
+        + (f", n = {metric['n']}" if metric.get("n") is not None else ""))
+    bound = bound_text(v)
+    if v.get("relative_to") and v.get("reference_value") is not None:
+        bound += f" = {v['relative_to']} {_fmt(v['reference_value'])} {'−' if v['direction'] == 'at_least' else '+'} {_fmt(v.get('margin'))}"
+    rows = [("verdict", _pill(v["outcome"]) + (' <span class="flag">retain fails this too</span>' if retain_fails else "")),
+            ("metric", _e(v.get("metric", ""))), ("value", _e(value)),
+            ("must be", _e(bound.replace(">=", "≥").replace("<=", "≤"))),
+            ("why", _e(v.get("rationale", ""))), ("result", _e(v.get("reason", "")))]
+    dl = "".join(f"<dt>{k}</dt><dd>{val}</dd>" for k, val in rows if val)
+    items = _items_table(v.get("metric") or "", result, v, retain) if v.get("metric") else ""
+    return (f'<div class="check" id="{check_anchor(name, suite, check)}"><h4>{_e(suite)} · {_e(check)}</h4>'
+            f"<dl>{dl}</dl>{items}</div>")
+
+
+def _drilldown(report: dict, a: dict) -> str:
+    retain_name = next((n for n, v in a["verdicts"].items() if v["role"] == "retain"), None)
+    out = []
+    for name in a["order"]:
+        cp, verdict = report["checkpoints"][name], a["verdicts"][name]
+        blocks = []
+        for suite, result in cp["suites"].items():
+            retain = report["checkpoints"][retain_name]["suites"].get(suite) if retain_name and retain_name != name else None
+            for check, v in sorted(result["checks"].items(), key=lambda kv: OUTCOME_ORDER.get(kv[1]["outcome"], 9)):
+                blocks.append(_check_block(name, suite, check, v, result, retain,
+                                           f"{suite}.{check}" in verdict["retain_fails_too"]))
+        out.append(f'<details class="cp" id="cp-{_slug(name)}"><summary>{_e(name)}{_badge(verdict["role"])} '
+                   f"{_pill(verdict['verdict'])} <small>{_e(verdict['summary'])}</small></summary>"
+                   f"{''.join(blocks)}</details>")
+    return "".join(out)
 
 
 def render(report: dict) -> str:
     run, summary = report["run"], report["summary"]
-    board = report.get("leaderboard") or leaderboard(report)
-    plots = suite_plots(report)
+    a = report.get("assessment") or assess(report)
+    anchors = {n: v["role"] for n, v in a["verdicts"].items() if v["role"]}
+    plots = suite_plots(report, a["order"], anchors)
     plot_html = "".join(f"<h3>{_e(suite)}</h3><div class=\"plots\">{''.join(figs)}</div>"
                         for suite, figs in plots.items())
-    details = "".join(_drilldown(name, suite, result) for name, c in report["checkpoints"].items()
-                      for suite, result in c["suites"].items())
     env = report.get("environment", {})
+    command = " ".join(run["command"]) if isinstance(run.get("command"), list) else run.get("command", "")
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>unlearnbench report {_e(run.get('id', ''))}</title>
-<style>{CSS}</style><script>{SCRIPT}</script></head><body>
-<h1>unlearnbench report <code>{_e(run.get('id', ''))}</code></h1>
-<p class="meta">{_e(run.get('started_at', ''))} &middot; {_fmt(run.get('duration_s'))} s &middot;
-<code>{_e(run.get('command', ''))}</code> &middot; unlearnbench {_e(env.get('unlearnbench'))},
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>unlearnbench report {_e(run.get('id', ''))}</title><style>{CSS}</style><script>{SCRIPT}</script></head><body>
+<h1>unlearnbench report</h1>
+<p class="meta"><code>{_e(run.get('id', ''))}</code> &middot; {_e(run.get('started_at', ''))} &middot;
+{_fmt(run.get('duration_s'))} s &middot; <code>{_e(command)}</code> &middot; unlearnbench {_e(env.get('unlearnbench'))},
 torch {_e(env.get('torch'))}, transformers {_e(env.get('transformers'))} &middot;
-<b>{summary['passed']}</b> passed, <b>{summary['failed']}</b> failed, {summary['skipped']} skipped,
-{summary.get('inconclusive', 0)} inconclusive, {summary['errors']} errors</p>{_interrupted(run)}{_lost(report)}
-<h2>Leaderboard</h2>{_leaderboard_table(board)}
-<h2>Summary</h2><p class="meta">Checkpoints x checks, failing first; a cell shows value vs bound and links to
-its details.</p>{_matrix(report)}
+checks: <b>{summary['passed']}</b> passed, <b>{summary['failed']}</b> failed, {summary.get('inconclusive', 0)} inconclusive,
+{summary['skipped']} skipped, {summary['errors']} errors</p>{_interrupted(run)}{_lost(report)}
+{_banner(report, a)}
+<h2 id="verdicts-heading">Verdicts and ranking</h2>{_verdict_table(report, a)}
+<h2>Checks</h2><p class="meta">Checks as rows, grouped by suite (− folds a suite); checkpoints as columns in the
+order above. ✓ pass, ✗ fail, ? inconclusive, – skipped, — not run. A cell shows the value and links to the check's
+details.</p>{_matrix(report, a)}
 <h2>Plots</h2>{plot_html or '<p>No plotted suite in this run.</p>'}
 <h2>Details</h2><label><input type="checkbox" id="only-failures" onchange="onlyFailures(this)"> show only the
-items that make a check fail</label>{details}
+items on the failing side of a bound</label>{_drilldown(report, a)}
 </body></html>
 """

@@ -73,6 +73,7 @@ def merge_reports(reports: list[tuple[str, dict]], *, force: bool = False) -> di
         "command": ["unlearnbench", "merge", *(label for label, _ in reports)],
         "cache": {k: sum(r["run"].get("cache", {}).get(k, 0) for _, r in reports) for k in ("hits", "misses", "corrupt")},
         "exit_status": max(int(r["run"].get("exit_status") or 0) for _, r in reports),
+        "anchors": {name: role for _, r in reports for name, role in (r["run"].get("anchors") or {}).items()},
     })
     merged["merged_from"] = [{"file": label, "run_id": r["run"].get("id"), "environment": r.get("environment")}
                              for label, r in reports]

@@ -4,10 +4,12 @@ Every suite test sends one record (check verdict, and the first time per
 checkpoint and suite, its metrics) through pytest's `user_properties`; the
 controller merges the records of all xdist workers into one report here.
 
-Schema `unlearnbench.report` version 1::
+Schema `unlearnbench.report` version 2 (version 1 had `leaderboard` instead of
+`assessment` and no `run.anchors`; it still loads)::
 
     {schema, schema_version,
      run: {id, directory, started_at, finished_at, duration_s, command, cwd, options, seed, strict_ci,
+          anchors: {NAME: full | retain}   (the checkpoints that are the run's reference models),
           thresholds_files: {SUITE: path}, cache: {hits, misses, corrupt}, exit_status},
      environment: {unlearnbench, torch, transformers, python, platform, machine, cpu_count, memory_gb},
      references: {full: checkpoint-info | null, retain: ...},
@@ -19,12 +21,14 @@ Schema `unlearnbench.report` version 1::
                           lost: {reason, tests}   (its xdist worker died: see `add_lost`)}},
      summary: {passed, failed, skipped, inconclusive, errors},
      non_finite: [{path, was}]   (NaN/inf that reached the writer, written as null),
-     leaderboard: {rule, overall: [row], suites: {SUITE: [row]}}   (see report/leaderboard.py),
+     assessment: {verdicts: {NAME: verdict}, ranking: {rule, shared_checks, rows, unranked, anchors},
+                  order: [NAME], retain_fails: [SUITE.CHECK]}   (see report/verdicts.py),
      regressions: [{checkpoint, suite, metric, value, baseline, delta, allowed}]  (with --baseline),
      merged_from: [run ids]   (reports made by `unlearnbench merge`)}
 
-Next to report.json, `write_outputs` writes report.html (report/html.py) and
-points `<report dir>/latest` at the run's folder.
+Next to report.json, `write_outputs` writes report.html (report/html.py),
+report.md and results.csv / results.jsonl (report/text.py), and points
+`<report dir>/latest` at the run's folder.
 """
 
 from __future__ import annotations
@@ -36,11 +40,14 @@ import platform
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import NamedTuple
 
 from unlearnbench.atomic import atomic_write_text
+from unlearnbench.report.verdicts import assess
 
 SCHEMA = "unlearnbench.report"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 SUMMARY_KEYS = {"pass": "passed", "fail": "failed", "skip": "skipped", "inconclusive": "inconclusive",
                 "error": "errors"}
 
@@ -152,24 +159,47 @@ def write_report(report: dict, directory: Path) -> Path:
     return path
 
 
-def write_outputs(report: dict, directory: Path) -> tuple[Path, Path]:
-    """report.json and report.html (both atomically), then the `latest` link.
+class ReportFiles(NamedTuple):
+    json: Path
+    html: Path
+    markdown: Path
+    csv: Path
+    jsonl: Path
+
+
+def write_outputs(report: dict, directory: Path) -> ReportFiles:
+    """report.json, report.html, report.md, results.csv and results.jsonl
+    (each atomically), then the `latest` link; report.md is also appended to
+    $GITHUB_STEP_SUMMARY when that is set (a GitHub Actions job's summary).
     Non-finite numbers become null with a note (`non_finite`): the writer never
     fails on what a broken checkpoint computed."""
     from unlearnbench.report.html import render
-    from unlearnbench.report.leaderboard import leaderboard
+    from unlearnbench.report.text import markdown, results_csv, results_jsonl
 
     directory = Path(directory)
     found: list = []
     report.update(json_safe(report, found=found))
     if found:
         report["non_finite"] = report.get("non_finite", []) + found
-    report["leaderboard"] = leaderboard(report)
-    json_path = write_report(report, directory)
-    html_path = directory / "report.html"
-    atomic_write_text(html_path, render(report))
+    report.pop("leaderboard", None)
+    report["assessment"] = assess(report)
+    files = ReportFiles(json=write_report(report, directory), html=directory / "report.html",
+                        markdown=directory / "report.md", csv=directory / "results.csv",
+                        jsonl=directory / "results.jsonl")
+    summary = markdown(report)
+    atomic_write_text(files.html, render(report))
+    atomic_write_text(files.markdown, summary)
+    atomic_write_text(files.csv, results_csv(report))
+    atomic_write_text(files.jsonl, results_jsonl(report))
     _point_latest(directory)
-    return json_path, html_path
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        try:
+            with open(step_summary, "a", encoding="utf-8") as out:
+                out.write(summary)
+        except OSError as exc:  # the run's own files are written; the CI summary is a copy
+            print(f"unlearnbench: GITHUB_STEP_SUMMARY {step_summary}: {exc.strerror}", file=sys.stderr)
+    return files
 
 
 def _point_latest(directory: Path) -> None:
@@ -199,47 +229,9 @@ def load_report(path: Path) -> dict:
         raise ValueError(f"{path}: invalid JSON ({exc.msg}, line {exc.lineno})") from None
     if not isinstance(report, dict) or report.get("schema") != SCHEMA:
         raise ValueError(f"{path}: not an unlearnbench report")
-    if report.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"{path}: report schema version {report.get('schema_version')}, expected {SCHEMA_VERSION}")
+    if report.get("schema_version") not in READABLE_VERSIONS:
+        raise ValueError(f"{path}: report schema version {report.get('schema_version')}, expected one of "
+                         f"{', '.join(map(str, READABLE_VERSIONS))}")
+    report.pop("leaderboard", None)
+    report["assessment"] = assess(report)
     return report
-
-
-def summary_lines(report: dict) -> list[str]:
-    """A checkpoint x check table: verdict, value and bound."""
-    rows = []
-    for name, checkpoint in report["checkpoints"].items():
-        for suite_name, suite in checkpoint["suites"].items():
-            for check_name, verdict in suite["checks"].items():
-                value = verdict.get("value")
-                bound = verdict.get("bound")
-                op = {"at_least": ">=", "at_most": "<="}.get(verdict.get("direction"), "")
-                rows.append((
-                    name,
-                    f"{suite_name}.{check_name}",
-                    verdict["outcome"].upper(),
-                    "" if value is None else f"{value:.4g}",
-                    "" if bound is None else f"{op} {bound:.4g}",
-                ))
-    order = {"FAIL": 0, "ERROR": 1, "INCONCLUSIVE": 2, "PASS": 3, "SKIP": 4}
-    rows.sort(key=lambda r: (r[0], order.get(r[2], 9), r[1]))
-    header = ("checkpoint", "check", "verdict", "value", "bound")
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return [fmt.format(*header), fmt.format(*("-" * w for w in widths)), *(fmt.format(*r) for r in rows)]
-
-
-def attention_lines(report: dict) -> list[str]:
-    """What a table cell cannot say: why a check is inconclusive, which
-    checkpoints were lost, which numbers were not finite."""
-    lines = []
-    for name, checkpoint in report["checkpoints"].items():
-        if checkpoint.get("lost"):
-            lines.append(f"checkpoint {name} lost: {checkpoint['lost']['reason']} "
-                         f"({len(checkpoint['lost']['tests'])} tests not judged)")
-        for suite_name, suite in checkpoint["suites"].items():
-            for check_name, verdict in suite["checks"].items():
-                if verdict["outcome"] == "inconclusive":
-                    lines.append(f"INCONCLUSIVE {name} {suite_name}.{check_name}: {verdict['reason']}")
-    for dropped in report.get("non_finite", []):
-        lines.append(f"non-finite value written as null: {dropped['path']} was {dropped['was']}")
-    return [""] + lines if lines else []

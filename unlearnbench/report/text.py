@@ -1,0 +1,218 @@
+"""The report as text: the console's tables, report.md (a PR comment, the
+GitHub step summary) and the flat results.csv / results.jsonl.
+
+Every table lists checkpoints in the report's one display order (ranked
+candidates, unranked ones, then the reference anchors: report/verdicts.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+OPS = {"at_least": ">=", "at_most": "<="}
+NOT_PASSING = ("fail", "error", "inconclusive")
+FLAT_FIELDS = ("checkpoint", "role", "checkpoint_verdict", "suite", "metric", "value", "ci_low", "ci_high",
+               "ci_half_width", "n", "check", "axis", "direction", "bound", "outcome", "retain_fails_too", "reason")
+
+
+def _g(value, digits: int = 4) -> str:
+    return "" if value is None else f"{value:.{digits}g}" if isinstance(value, float) else str(value)
+
+
+def half_width(ci) -> float | None:
+    return None if not ci or None in ci else (ci[1] - ci[0]) / 2
+
+
+def value_text(verdict: dict, n=None) -> str:
+    """'0.4375 ± 0.12 (n=24)': the value, its 95% CI half-width and n."""
+    if verdict.get("value") is None:
+        return ""
+    hw = half_width(verdict.get("ci"))
+    return (f"{_g(verdict['value'])}" + (f" ± {_g(hw, 2)}" if hw else "")
+            + (f" (n={n})" if n is not None else ""))
+
+
+def bound_text(verdict: dict) -> str:
+    if verdict.get("bound") is None:
+        return ""
+    ref = verdict.get("relative_to")
+    return f"{OPS.get(verdict.get('direction'), '')} {_g(verdict['bound'])}" + (f" ({ref})" if ref else "")
+
+
+def _n(checkpoint: dict, suite: str, verdict: dict):
+    return checkpoint["suites"][suite]["metrics"].get(verdict.get("metric") or "", {}).get("n")
+
+
+def _table(rows: list[tuple], indent: str = "") -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def check_lines(report: dict, *, everything: bool = False, checkpoints=None, suites=None) -> list[str]:
+    """Per checkpoint, its verdict line, then its checks that did not pass
+    (all of them with `everything`): value ± CI half-width, n, bound."""
+    a = report["assessment"]
+    lines = []
+    for name in a["order"]:
+        if checkpoints and name not in checkpoints:
+            continue
+        cp, verdict = report["checkpoints"][name], a["verdicts"][name]
+        rows = [("", "check", "value ± 95% CI half-width (n)", "bound", "")]
+        shown = 0
+        for suite, result in cp["suites"].items():
+            if suites and suite not in suites:
+                continue
+            for check, v in result["checks"].items():
+                if not everything and v["outcome"] not in NOT_PASSING:
+                    continue
+                shown += 1
+                flag = "retain fails this too" if f"{suite}.{check}" in verdict["retain_fails_too"] else ""
+                rows.append((v["outcome"].upper(), f"{suite}.{check}", value_text(v, _n(cp, suite, v)),
+                             bound_text(v), flag or (v.get("reason", "") if v["outcome"] != "pass" and
+                                                     v.get("value") is None else "")))
+        role = f" [{verdict['role']} model: reference, not ranked]" if verdict["role"] else ""
+        lines.append(f"{name}{role}: {verdict['summary']}")
+        if shown:
+            lines += _table(rows, "    ")
+    return lines
+
+
+def ranking_lines(report: dict) -> list[str]:
+    board = report["assessment"]["ranking"]
+    verdicts = report["assessment"]["verdicts"]
+    rows = [("rank", "checkpoint", "verdict", "utility failed", "forget passed", "passed", "margin")]
+    for r in board["rows"]:
+        rows.append((str(r["rank"]), r["checkpoint"], r["verdict"].upper(),
+                     f"{r['utility_failed']}/{r['utility_checks']}{' (lost)' if r['utility_lost'] else ''}",
+                     f"{r['forget_passed']}/{r['forget_checks']}", f"{r['passed']}/{len(board['shared_checks'])}",
+                     "" if r["margin"] is None else f"{r['margin']:+.3f}"))
+    for r in board["unranked"]:
+        rows.append(("-", r["checkpoint"], verdicts[r["checkpoint"]]["verdict"].upper(), "", "", "",
+                     f"not ranked: {r['reason']}"))
+    for r in board["anchors"]:
+        rows.append(("ref", r["checkpoint"], verdicts[r["checkpoint"]]["verdict"].upper(), "", "", "",
+                     f"{r['role']} model (anchor)"))
+    return _table(rows)
+
+
+def attention_lines(report: dict) -> list[str]:
+    """What a table cell cannot say: lost checkpoints, non-finite numbers."""
+    lines = []
+    for name, checkpoint in report["checkpoints"].items():
+        if checkpoint.get("lost"):
+            lines.append(f"checkpoint {name} lost: {checkpoint['lost']['reason']} "
+                         f"({len(checkpoint['lost']['tests'])} tests not judged)")
+    for dropped in report.get("non_finite", []):
+        lines.append(f"non-finite value written as null: {dropped['path']} was {dropped['was']}")
+    return lines
+
+
+def verdict_lines(report: dict) -> list[str]:
+    """The answer: one line per checkpoint, in display order."""
+    a = report["assessment"]
+    width = max((len(n) for n in a["order"]), default=0)
+    return [f"{name.ljust(width)}  {('[' + a['verdicts'][name]['role'] + '] ') if a['verdicts'][name]['role'] else ''}"
+            f"{a['verdicts'][name]['summary']}" for name in a["order"]]
+
+
+# ------------------------------------------------------------------ report.md
+def _md_cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(report: dict, *, failing_per_checkpoint: int = 10) -> str:
+    """Verdicts, ranking and failing checks, short enough for a PR comment."""
+    a, run = report["assessment"], report["run"]
+    s = report["summary"]
+    board = a["ranking"]
+    out = [f"## unlearnbench: {len(report['checkpoints'])} checkpoints",
+           "",
+           f"{s['passed']} checks passed, {s['failed']} failed, {s.get('inconclusive', 0)} inconclusive, "
+           f"{s['skipped']} skipped, {s['errors']} errors (run `{run.get('id', '')}`).",
+           "",
+           "| checkpoint | verdict | per suite (passed/judged) |",
+           "|---|---|---|"]
+    for name in a["order"]:
+        v = a["verdicts"][name]
+        badge = f" *({v['role']}, reference)*" if v["role"] else ""
+        per_suite = ", ".join(f"{suite} {c['passed']}/{c['judged']}" for suite, c in v["suites"].items())
+        out.append(f"| {_md_cell(name)}{badge} | **{v['verdict'].upper()}** | {_md_cell(per_suite)} |")
+    out += ["", "### Ranking", "", _md_cell(board["rule"]), ""]
+    if board["rows"]:
+        out += ["| rank | checkpoint | verdict | utility failed | forget passed | passed |", "|---|---|---|---|---|---|"]
+        out += [f"| {r['rank']} | {_md_cell(r['checkpoint'])} | {r['verdict'].upper()} | "
+                f"{r['utility_failed']}/{r['utility_checks']} | {r['forget_passed']}/{r['forget_checks']} | "
+                f"{r['passed']}/{len(board['shared_checks'])} |" for r in board["rows"]]
+    for r in board["unranked"]:
+        out.append(f"- {_md_cell(r['checkpoint'])}: not ranked ({r['reason']})")
+    if a["retain_fails"]:
+        out += ["", f"The retain model itself fails: {', '.join(f'`{k}`' for k in a['retain_fails'])} "
+                    "(flagged on every row)."]
+    failing = [(name, key) for name in a["order"] for key in a["verdicts"][name]["failing"]]
+    if failing:
+        out += ["", "<details><summary>Failing checks</summary>", "",
+                "| checkpoint | check | value ± CI (n) | bound | |", "|---|---|---|---|---|"]
+        for name in a["order"]:
+            cp, v = report["checkpoints"][name], a["verdicts"][name]
+            for key in v["failing"][:failing_per_checkpoint]:
+                suite, check = key.split(".", 1)
+                c = cp["suites"][suite]["checks"][check]
+                note = "retain fails this too" if key in v["retain_fails_too"] else ""
+                out.append(f"| {_md_cell(name)} | `{key}` | {_md_cell(value_text(c, _n(cp, suite, c)))} | "
+                           f"{_md_cell(bound_text(c))} | {note or _md_cell(c.get('reason', '') if c['outcome'] == 'error' else '')} |")
+            if len(v["failing"]) > failing_per_checkpoint:
+                out.append(f"| {_md_cell(name)} | ... {len(v['failing']) - failing_per_checkpoint} more | | | |")
+        out += ["", "</details>"]
+    for line in attention_lines(report):
+        out.append(f"- {_md_cell(line)}")
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------ flat results
+def flat_rows(report: dict) -> list[dict]:
+    """One row per checkpoint x metric (a metric judged by several checks: one
+    row per check; a metric no check judges: one row without a check)."""
+    a = report["assessment"]
+    rows = []
+    for name in a["order"]:
+        cp, verdict = report["checkpoints"][name], a["verdicts"][name]
+        for suite, result in cp["suites"].items():
+            by_metric: dict[str, list] = {}
+            for check, v in result["checks"].items():
+                by_metric.setdefault(v.get("metric") or "", []).append((check, v))
+            for metric in list(result["metrics"]) + [m for m in by_metric if m not in result["metrics"]]:
+                m = result["metrics"].get(metric, {})
+                ci = m.get("ci") or [None, None]
+                base = {"checkpoint": name, "role": verdict["role"] or "", "checkpoint_verdict": verdict["verdict"],
+                        "suite": suite, "metric": metric, "value": m.get("value"), "ci_low": ci[0], "ci_high": ci[1],
+                        "ci_half_width": half_width(ci), "n": m.get("n")}
+                for check, v in by_metric.get(metric) or [(None, {})]:
+                    rows.append(base | {"check": check or "", "axis": v.get("axis") or "",
+                                        "direction": v.get("direction") or "", "bound": v.get("bound"),
+                                        "outcome": v.get("outcome") or "",
+                                        "retain_fails_too": f"{suite}.{check}" in verdict["retain_fails_too"],
+                                        "reason": v.get("reason") or ""})
+    return rows
+
+
+def results_csv(report: dict) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=FLAT_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(flat_rows(report))
+    return buffer.getvalue()
+
+
+def results_jsonl(report: dict) -> str:
+    return "".join(json.dumps(row, allow_nan=False) + "\n" for row in flat_rows(report))
+
+
+def path_lines(files) -> list[str]:
+    """The written files, for the last lines of a run's output."""
+    folder = files.json.parent
+    return [f"report: {files.json}",
+            f"HTML report: {files.html}  (also {folder.parent / 'latest' / files.html.name})",
+            f"also in {folder}: {files.markdown.name} (verdicts and ranking for a PR comment), "
+            f"{files.csv.name} and {files.jsonl.name} (one row per checkpoint x metric)"]

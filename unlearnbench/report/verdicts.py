@@ -1,0 +1,206 @@
+"""What a report says about each checkpoint: its gate verdict, and where it
+ranks among the other candidates.
+
+**Verdict** of a checkpoint on a suite (and over all its suites): `fail` when
+any check fails or errors, else `inconclusive` when any check is inconclusive
+or none was judged, else `pass`. Skipped checks (a reference model not given,
+a metric unavailable) are counted, never judged. A check that the retain
+model itself fails is flagged on every row ("retain fails this too") and
+counted apart: it still fails the gate, as it fails the pytest run, but a
+reader sees that the model everything is compared with cannot pass it on this
+data.
+
+**Anchors** are the reference models (the run's full and retain models):
+they get verdicts, are badged, and are never ranked.
+
+**Ranking** (candidates only): the checks every ranked candidate ran (the
+largest set of checks that the most candidates ran; a candidate that ran only
+some of them, like a robustness-only checkpoint, is listed apart with the
+reason), then on those shared checks: gate verdict (pass, inconclusive,
+fail); then utility kept before utility lost (a candidate that fails more
+than half of its utility checks has collapsed: it "forgets" by losing
+everything, and ranks below every candidate that keeps utility); then forget
+checks passed (most first); then utility checks failed (fewest first); then
+the mean clipped relative margin; then the name. Forget efficacy and model
+utility stay separate axes, as OpenUnlearning and MUSE report them: never one
+sum of the two.
+"""
+
+from __future__ import annotations
+
+OUTCOMES = ("pass", "fail", "inconclusive", "skip", "error")
+VERDICT_ORDER = {"pass": 0, "inconclusive": 1, "fail": 2}
+MARGIN_FLOOR = 0.1
+FIRST_FAILURES = 3
+RULE = ("Candidates are ranked on the {n} checks they all ran: gate verdict first (pass, inconclusive, fail), then "
+        "utility kept before utility lost (failing more than half of the utility checks: a collapsed model ranks "
+        "below every model that keeps utility), then forget checks passed (most first), then utility checks "
+        "failed (fewest first), then the mean clipped margin to the bounds; references are anchors, never ranked.")
+
+
+def check_margin(verdict: dict) -> float | None:
+    """How far a judged value sits on the good side of its bound, relative to
+    the bound (floor 0.1) and clipped to [-1, 1]; None when not judged."""
+    value, bound, direction = verdict.get("value"), verdict.get("bound"), verdict.get("direction")
+    if value is None or bound is None or verdict.get("outcome") not in ("pass", "fail"):
+        return None
+    signed = value - bound if direction == "at_least" else bound - value
+    return max(-1.0, min(1.0, signed / max(abs(bound), MARGIN_FLOOR)))
+
+
+def anchors(report: dict) -> dict[str, str]:
+    """{checkpoint name: role} for the checkpoints that are the run's
+    reference models: named at the start of the run (`run.anchors`), or with
+    the fingerprint of a reference the report records."""
+    found = dict(report.get("run", {}).get("anchors") or {})
+    fingerprints = {info["fingerprint"]: role for role, info in (report.get("references") or {}).items()
+                    if info and info.get("fingerprint")}
+    for name, checkpoint in report["checkpoints"].items():
+        role = fingerprints.get(checkpoint.get("info", {}).get("fingerprint"))
+        if role and name not in found:
+            found[name] = role
+    return found
+
+
+def _checks(checkpoint: dict):
+    for suite, result in checkpoint["suites"].items():
+        for check, verdict in result["checks"].items():
+            yield f"{suite}.{check}", verdict
+
+
+def retain_failures(report: dict, anchor_roles: dict[str, str] | None = None) -> set[str]:
+    """'suite.check' of every check the retain anchor fails."""
+    roles = anchors(report) if anchor_roles is None else anchor_roles
+    failed = set()
+    for name, role in roles.items():
+        if role == "retain" and name in report["checkpoints"]:
+            failed |= {key for key, v in _checks(report["checkpoints"][name]) if v["outcome"] in ("fail", "error")}
+    return failed
+
+
+def _counts(verdicts: list[tuple[str, dict]], retain_fails: set[str]) -> dict:
+    counts = {o: 0 for o in OUTCOMES}
+    for _, v in verdicts:
+        counts[v["outcome"] if v["outcome"] in counts else "error"] += 1
+    failing = [key for key, v in verdicts if v["outcome"] in ("fail", "error")]
+    judged = counts["pass"] + counts["fail"] + counts["error"]
+    if counts["fail"] or counts["error"]:
+        verdict = "fail"
+    elif counts["inconclusive"] or judged == 0:
+        verdict = "inconclusive"
+    else:
+        verdict = "pass"
+    return {"verdict": verdict, "passed": counts["pass"], "failed": counts["fail"], "errors": counts["error"],
+            "inconclusive": counts["inconclusive"], "skipped": counts["skip"], "judged": judged,
+            "failing": failing, "retain_fails_too": [k for k in failing if k in retain_fails]}
+
+
+def checkpoint_verdicts(report: dict) -> dict[str, dict]:
+    """{name: {verdict, role, counts..., suites: {SUITE: {verdict, counts...}}, summary}} for every checkpoint."""
+    roles = anchors(report)
+    retain_fails = retain_failures(report, roles)
+    out = {}
+    for name, checkpoint in report["checkpoints"].items():
+        every = list(_checks(checkpoint))
+        overall = _counts(every, retain_fails)
+        if checkpoint.get("lost"):
+            overall["verdict"] = "fail"
+            overall["lost"] = checkpoint["lost"]["reason"]
+        suites = {suite: _counts([(k, v) for k, v in every if k.split(".", 1)[0] == suite], retain_fails)
+                  for suite in checkpoint["suites"]}
+        out[name] = overall | {"role": roles.get(name), "suites": suites,
+                               "summary": _summary(overall, suites)}
+    return out
+
+
+def _summary(overall: dict, suites: dict) -> str:
+    """'FAIL: 9 of 27 checks fail (3 the retain model fails too); dusk 1/6, ...; first: dusk.x, ...'"""
+    if overall.get("lost"):
+        return f"FAIL: lost ({overall['lost']})"
+    per_suite = ", ".join(f"{s} {c['passed']}/{c['judged']}" for s, c in suites.items())
+    head = overall["verdict"].upper()
+    if overall["verdict"] == "fail":
+        bad = overall["failed"] + overall["errors"]
+        apart = len(overall["retain_fails_too"])
+        first = ", ".join(overall["failing"][:FIRST_FAILURES]) + (", ..." if bad > FIRST_FAILURES else "")
+        return (f"{head}: {bad} of {overall['judged']} checks fail"
+                f"{f' ({apart} of them the retain model fails too)' if apart else ''}; {per_suite}; first: {first}")
+    if overall["verdict"] == "inconclusive":
+        return f"{head}: {overall['inconclusive']} inconclusive, none failed; {per_suite}"
+    return f"{head}: all {overall['judged']} judged checks pass; {per_suite}"
+
+
+def shared_checks(report: dict, candidates: list[str]) -> list[str]:
+    """The checks to rank on: of the candidates' own check sets (the checks
+    each ran, any outcome but skip), the one that the most candidates ran in
+    full; among those, the largest. A suite only a few candidates ran (the
+    robustness subset) thus never decides the ranking of the others."""
+    ran = {name: frozenset(k for k, v in _checks(report["checkpoints"][name]) if v["outcome"] != "skip")
+           for name in candidates}
+    best: tuple[int, int, list[str]] = (0, 0, [])
+    for checks in set(ran.values()):
+        covered = sum(checks <= other for other in ran.values())
+        if checks and (covered, len(checks)) > best[:2]:
+            best = (covered, len(checks), sorted(checks))
+    return best[2]
+
+
+def ranking(report: dict, verdicts: dict[str, dict] | None = None) -> dict:
+    """{rule, shared_checks, rows: [{rank, checkpoint, verdict, ...}], unranked: [{checkpoint, reason}],
+    anchors: [{checkpoint, role}]}."""
+    verdicts = verdicts if verdicts is not None else checkpoint_verdicts(report)
+    candidates = [n for n, v in verdicts.items() if not v["role"]]
+    shared = shared_checks(report, candidates)
+    key_set = set(shared)
+    axes = _axes(report)
+    rows, unranked = [], []
+    for name in candidates:
+        checks = {k: v for k, v in _checks(report["checkpoints"][name]) if k in key_set and v["outcome"] != "skip"}
+        if not shared or len(checks) < len(shared):
+            unranked.append({"checkpoint": name, "reason": f"ran {len(checks)} of the {len(shared)} shared checks"})
+            continue
+        counts = _counts(list(checks.items()), set())
+        margins = [m for m in (check_margin(v) for v in checks.values()) if m is not None]
+        rows.append({
+            "checkpoint": name, "verdict": counts["verdict"], "passed": counts["passed"],
+            "failed": counts["failed"] + counts["errors"], "inconclusive": counts["inconclusive"],
+            "utility_failed": sum(v["outcome"] in ("fail", "error") for k, v in checks.items()
+                                  if axes.get(k) == "utility"),
+            "utility_checks": sum(axes.get(k) == "utility" for k in checks),
+            "forget_passed": sum(v["outcome"] == "pass" for k, v in checks.items() if axes.get(k) == "forget"),
+            "forget_checks": sum(axes.get(k) == "forget" for k in checks),
+            "margin": sum(margins) / len(margins) if margins else None,
+        })
+        rows[-1]["utility_lost"] = rows[-1]["utility_failed"] * 2 > rows[-1]["utility_checks"]
+    rows.sort(key=lambda r: (VERDICT_ORDER[r["verdict"]], r["utility_lost"], -r["forget_passed"], r["utility_failed"],
+                             -(r["margin"] if r["margin"] is not None else -2), r["checkpoint"]))
+    for rank, row in enumerate(rows, start=1):
+        row["rank"] = rank
+    return {"rule": RULE.format(n=len(shared)), "shared_checks": shared, "rows": rows, "unranked": unranked,
+            "anchors": [{"checkpoint": n, "role": v["role"]} for n, v in verdicts.items() if v["role"]]}
+
+
+def _axes(report: dict) -> dict[str, str]:
+    """'suite.check' -> 'forget' | 'utility', as the thresholds YAML declares it."""
+    axes = {}
+    for checkpoint in report["checkpoints"].values():
+        for key, v in _checks(checkpoint):
+            if v.get("axis"):
+                axes[key] = v["axis"]
+    return axes
+
+
+def display_order(report: dict, board: dict) -> list[str]:
+    """One checkpoint order for every table: ranked candidates, the unranked
+    ones, then the anchors (retain before full)."""
+    order = [r["checkpoint"] for r in board["rows"]] + [r["checkpoint"] for r in board["unranked"]]
+    order += [a["checkpoint"] for a in sorted(board["anchors"], key=lambda a: (a["role"] != "retain", a["checkpoint"]))]
+    return order + [n for n in report["checkpoints"] if n not in order]
+
+
+def assess(report: dict) -> dict:
+    """The report's `assessment`: verdicts, ranking and the display order."""
+    verdicts = checkpoint_verdicts(report)
+    board = ranking(report, verdicts)
+    return {"verdicts": verdicts, "ranking": board, "order": display_order(report, board),
+            "retain_fails": sorted(retain_failures(report))}
