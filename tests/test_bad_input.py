@@ -59,13 +59,13 @@ def test_the_report_writer_turns_non_finite_numbers_into_null_with_the_reason(tm
     report["checkpoints"]["nan"] = {"info": {"name": "nan"}, "suites": {"dusk": {
         "data": {}, "timings": {}, "checks": {},
         "metrics": {"m": {"name": "m", "value": float("nan"), "ci": [float("-inf"), 1.0], "n": 3}}}}}
-    json_path, html_path = write_outputs(report, tmp_path)
-    written = json.loads(json_path.read_text())
+    files = write_outputs(report, tmp_path)
+    written = json.loads(files.json.read_text())
     metric = written["checkpoints"]["nan"]["suites"]["dusk"]["metrics"]["m"]
     assert metric["value"] is None and metric["ci"] == [None, 1.0]
     assert {"path": "checkpoints.nan.suites.dusk.metrics.m.value", "was": "nan"} in written["non_finite"]
     assert {"path": "checkpoints.nan.suites.dusk.metrics.m.ci.0", "was": "-inf"} in written["non_finite"]
-    assert html_path.is_file()
+    assert files.html.is_file() and files.markdown.is_file() and "nan" in files.csv.read_text()
 
 
 def result(value, ci=None, per_item=None):
@@ -179,8 +179,8 @@ def test_a_latest_that_is_a_real_directory_does_not_lose_the_report(tmp_path):
     (tmp_path / "latest").mkdir()
     (tmp_path / "latest" / "mine.txt").write_text("the user's file")
     report = new_report({"id": "run1", "directory": str(tmp_path / "run1")})
-    json_path, _ = write_outputs(report, tmp_path / "run1")
-    assert json.loads(json_path.read_text())["run"]["id"] == "run1"
+    files = write_outputs(report, tmp_path / "run1")
+    assert json.loads(files.json.read_text())["run"]["id"] == "run1"
     assert (tmp_path / "latest" / "mine.txt").read_text() == "the user's file"  # never deleted
     assert (tmp_path / "latest.txt").read_text().strip() == "run1"
 

@@ -1,10 +1,17 @@
-"""The HTML report of a real zoo run, rendered in headless Chromium: the
-summary table and every plot are there, and the page made no network request.
-A screenshot is saved under reports/screenshots/."""
+"""The HTML report in headless Chromium, at desktop (1440x900) and phone
+(390x844) widths, on the zoo's report and on a synthetic 150-checkpoint sweep
+made from it: no page-level horizontal scrolling, no two SVG texts overlap and
+none is clipped by its SVG (bounding boxes measured in the page), the matrix
+header and first column stay visible while its box scrolls, every matrix link
+lands on an element that exists, and the page makes no network request.
+Screenshots are saved under reports/screenshots/."""
 
 from __future__ import annotations
 
+import copy
+import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -15,9 +22,38 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PLOTS = ("dusk-knowledge", "tradeoff", "uds-profile", "honesty-replies", "honesty-mcq", "conceptguard-separation",
          "tofu-quality-utility", "muse-verbmem-utility")
+VIEWPORTS = {"desktop": (1440, 900), "phone": (390, 844)}
 # As the environment's notes advise: no background traffic of Chromium's own.
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+CHROMIUM_FLAGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync")
+# Pairs of SVG <text> boxes that intersect by more than 1 px either way, and
+# texts that reach more than 1 px past their SVG's box (in page pixels).
+LAYOUT_PROBLEMS = """() => {
+  const out = {overlaps: [], clipped: []};
+  for (const svg of document.querySelectorAll('figure.plot svg')) {
+    const frame = svg.getBoundingClientRect();
+    const plot = svg.closest('figure').dataset.plot;
+    const boxes = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim())
+      .map(t => ({text: t.textContent, r: t.getBoundingClientRect()}));
+    for (const b of boxes) {
+      if (b.r.left < frame.left - 1 || b.r.right > frame.right + 1 || b.r.top < frame.top - 1 ||
+          b.r.bottom > frame.bottom + 1) out.clipped.push(plot + ': ' + b.text);
+    }
+    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+      const a = boxes[i].r, b = boxes[j].r;
+      const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (w > 1 && h > 1) out.overlaps.push(plot + ': ' + boxes[i].text + ' / ' + boxes[j].text);
+    }
+  }
+  return out;
+}"""
+
+
+def layout(page) -> dict:
+    problems = page.evaluate(LAYOUT_PROBLEMS)
+    return problems | {"page_width": page.evaluate("document.documentElement.scrollWidth"),
+                       "viewport_width": page.evaluate("document.documentElement.clientWidth")}
 
 
 @pytest.fixture(scope="module")
@@ -41,30 +77,99 @@ def zoo_report(tmp_path_factory, zoo_family, cache_dir):
         [sys.executable, "-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", "--no-progress", "--cache-dir", str(cache_dir),
          "--report-dir", str(project / "reports")], cwd=project, capture_output=True, text=True, timeout=900)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]  # bad zoo methods fail
-    assert "HTML report:" in result.stdout
+    assert result.stdout.rstrip().splitlines()[-3].startswith("HTML report:")
     return project / "reports" / "latest" / "report.html"
 
 
-def test_report_renders_with_every_plot_and_no_network(chromium, zoo_report):
+@pytest.fixture(scope="module")
+def sweep_report(zoo_report, tmp_path_factory):
+    """150 checkpoints: the zoo's candidates copied with jittered values under
+    sweep-like names (long ones too), rendered by `unlearnbench html`."""
+    report = json.loads(zoo_report.with_name("report.json").read_text())
+    report.pop("assessment", None)
+    rng = random.Random(0)
+    sources = [n for n in report["checkpoints"] if n not in report["run"]["anchors"] and not n.startswith("smoke")]
+    for k in range(150 - len(report["checkpoints"])):
+        source = sources[k % len(sources)]
+        clone = copy.deepcopy(report["checkpoints"][source])
+        for suite in clone["suites"].values():
+            for metric in suite["metrics"].values():
+                if isinstance(metric.get("value"), float) and 0 <= metric["value"] <= 1:
+                    metric["value"] = min(1.0, max(0.0, metric["value"] + rng.uniform(-0.1, 0.1)))
+        name = f"{source}-lr{rng.choice(['1e-5', '3e-5', '1e-4'])}-ep{k % 10}" + ("-long-run-name" * (k % 7 == 0))
+        report["checkpoints"][name] = clone
+    path = tmp_path_factory.mktemp("sweep") / "report.json"
+    path.write_text(json.dumps(report))
+    subprocess.run([sys.executable, "-m", "unlearnbench.cli", "html", str(path)], check=True, capture_output=True)
+    return path.with_suffix(".html")
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+@pytest.mark.parametrize("which", ["zoo", "sweep-150"])
+def test_report_reads_at_desktop_and_phone_width(chromium, zoo_report, sweep_report, which, viewport):
     from playwright.sync_api import sync_playwright
 
+    path = zoo_report if which == "zoo" else sweep_report
     requests = []
-    screenshot = ROOT / "reports" / "screenshots" / "zoo-report.png"
+    screenshot = ROOT / "reports" / "screenshots" / f"{which}-{viewport}.png"
     screenshot.parent.mkdir(parents=True, exist_ok=True)
+    width, height = VIEWPORTS[viewport]
     with sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=chromium, args=list(CHROMIUM_FLAGS[1:]))
-        page = browser.new_page(viewport={"width": 1400, "height": 2400})
+        browser = driver.chromium.launch(executable_path=chromium, args=list(CHROMIUM_FLAGS))
+        page = browser.new_page(viewport={"width": width, "height": height})
         page.on("request", lambda request: requests.append(request.url))
-        page.goto(zoo_report.as_uri())
-        # header + the 8 unlearning-family checkpoints + robustness's shallow + the smoke suite's 2
-        assert page.locator("#summary-matrix tr").count() == 1 + 11
-        assert page.locator("#leaderboard tr").count() == 1 + 11
+        page.goto(path.as_uri())
+        checkpoints = page.locator("#verdicts tbody tr").count()
+        assert checkpoints == (11 if which == "zoo" else 150)
+        assert page.locator("#summary-matrix thead th").count() == 2 + checkpoints  # check, bound, checkpoints
         for plot in PLOTS:
             assert page.locator(f'figure.plot[data-plot="{plot}"] svg').count() == 1, plot
+        found = layout(page)
+        assert found["page_width"] <= found["viewport_width"], found["page_width"]
+        assert found["overlaps"] == [], found["overlaps"][:10]
+        assert found["clipped"] == [], found["clipped"][:10]
+
+        # every matrix link lands on a check's drill-down that exists
+        missing = page.evaluate("""() => [...document.querySelectorAll('#summary-matrix a[href^="#"]')]
+            .map(a => a.getAttribute('href').slice(1)).filter(id => !document.getElementById(id))""")
+        assert missing == []
+        # sticky: after scrolling the matrix box down and right, its header row and check column stay in view
+        box = page.locator("#matrix-box")
+        box.scroll_into_view_if_needed()
+        box.evaluate("b => { b.scrollTop = 400; b.scrollLeft = 600; }")
+        frame = box.bounding_box()
+        header = page.locator("#summary-matrix thead th").nth(3).bounding_box()
+        first_column = page.locator("#summary-matrix tbody th.check").nth(8).bounding_box()
+        assert abs(header["y"] - frame["y"]) < 3, (header, frame)
+        assert abs(first_column["x"] - frame["x"]) < 3, (first_column, frame)
+        # a cell's link opens its checkpoint's details and shows the check
+        link = page.locator("#summary-matrix td.fail a").first
+        target = link.get_attribute("href")
+        link.click()
+        page.wait_for_function(f"document.getElementById('{target[1:]}').closest('details').open")
+        assert page.locator(target).is_visible()
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(screenshot))
+        browser.close()
+    assert requests == [path.as_uri()], f"the report made network requests: {requests[1:]}"
+    assert screenshot.stat().st_size > 10_000
+
+
+def test_drill_down_filter_and_retain_beside_the_checkpoint(chromium, zoo_report):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium, args=list(CHROMIUM_FLAGS))
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.goto(zoo_report.as_uri())
+        check = page.locator("#c-ga-dusk-shared_knowledge_kept")
+        assert check.locator("dt", has_text="must be").count() == 1
+        assert "≥" in check.locator("dd").nth(3).inner_text()
+        assert "retain" in check.locator("th", has_text="generation (retain)").inner_text()
+        fq = page.locator("#c-ga-tofu-forget_quality_like_retain")
+        assert fq.locator("th", has_text="forget_truth_ratio (retain)").count() == 1  # per-item table for FQ
+        assert page.locator("#c-ga-uds-knowledge_erased_in_depth th", has_text="uds (this)").count() == 1
         assert page.locator("tr.item.bad").count() > 0 and page.locator("tr.item:not(.bad)").count() > 0
         page.locator("#only-failures").check()  # the drill-down filter hides items that pass
         assert page.locator("tr.item:not(.bad)").evaluate_all("rows => rows.every(r => r.style.display === 'none')")
-        page.screenshot(path=str(screenshot))
         browser.close()
-    assert requests == [zoo_report.as_uri()], f"the report made network requests: {requests[1:]}"
-    assert screenshot.stat().st_size > 10_000

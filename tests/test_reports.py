@@ -1,5 +1,6 @@
-"""Reports and sweeps: leaderboard, HTML page, merge, baselines, --model-dir,
-reruns reusing cached reference work."""
+"""Reports and sweeps: HTML page, report.md and flat results, merge,
+baselines, --model-dir, reruns reusing cached reference work. (Verdicts and
+ranking: test_verdicts.py.)"""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import pytest
 
 from unlearnbench.errors import CheckpointError, UnlearnbenchError
 from unlearnbench.models.checkpoint import discover
-from unlearnbench.report import baseline, html, leaderboard, merge
-from unlearnbench.report.schema import new_report
+from unlearnbench.report import baseline, html, merge
+from unlearnbench.report.schema import new_report, write_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,24 +41,6 @@ def synthetic(checkpoints: dict[str, dict[str, dict]], fingerprint="data-1") -> 
     return report
 
 
-# -------------------------------------------------------------- leaderboard
-def test_leaderboard_ranks_by_passes_then_margin():
-    report = synthetic({
-        "a": {"c1": verdict("pass", 0.6, 0.5), "c2": verdict("fail", 0.3, 0.5)},
-        "b": {"c1": verdict("pass", 0.9, 0.5), "c2": verdict("fail", 0.4, 0.5)},
-        "c": {"c1": verdict("pass", 0.9, 0.5), "c2": verdict("pass", 0.1, 0.2, "at_most"),
-              "c3": verdict("skip", None, None)},
-    })
-    board = leaderboard.leaderboard(report)
-    assert [r["checkpoint"] for r in board["overall"]] == ["c", "b", "a"]
-    a = next(r for r in board["overall"] if r["checkpoint"] == "a")
-    assert a["aggregate_margin"] == pytest.approx(((0.6 - 0.5) / 0.5 + (0.3 - 0.5) / 0.5) / 2)  # (0.2 - 0.4) / 2
-    c = next(r for r in board["overall"] if r["checkpoint"] == "c")
-    assert c["skipped"] == 1 and c["aggregate_margin"] == pytest.approx(((0.9 - 0.5) / 0.5 + (0.2 - 0.1) / 0.2) / 2)
-    assert leaderboard.check_margin(verdict("fail", 100.0, 0.0, "at_most")) == -1  # clipped, floor 0.1
-    assert leaderboard.leaderboard_lines(board)[1].split()[:2] == ["1", "c"]
-
-
 # --------------------------------------------------------------------- html
 def test_html_is_self_contained_escaped_and_marks_failing_items():
     report = synthetic({"good": {"c1": verdict("pass", 0.6, 0.5)},
@@ -66,12 +49,47 @@ def test_html_is_self_contained_escaped_and_marks_failing_items():
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert "https://" not in page and "<link" not in page and "src=" not in page
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
     matrix = page[page.index('id="summary-matrix"'):]
-    assert matrix.index("<th>bad</th>") < matrix.index("<th>good</th>")  # failing rows first
-    bad_section = page[page.index('id="d-bad-s"'):]
-    assert '<tr class="item bad"><td>i2</td>' in bad_section  # 0.1 < 0.5: makes the check fail
-    assert '<tr class="item"><td>i1</td>' in bad_section
-    assert 'id="summary-matrix"' in page and 'id="leaderboard"' in page
+    assert matrix.index("<th>good</th>") < matrix.index("<th>bad</th>")  # the ranking's order: the passing one first
+    assert 'href="#c-bad-s-c1"' in matrix and 'id="c-bad-s-c1"' in page  # a cell links to its check
+    bad_check = page[page.index('id="c-bad-s-c1"'):]
+    assert '<tr class="item bad"><td>i2</td>' in bad_check  # 0.1 < 0.5: on the failing side of the bound
+    assert '<tr class="item"><td>i1</td>' in bad_check
+    assert "must be</dt><dd>&gt;= 0.5" not in bad_check and "≥ 0.5" in bad_check  # the bound with its direction
+
+
+def test_not_run_is_a_dash_and_rows_follow_one_order():
+    report = synthetic({"a": {"c1": verdict("fail", 0.3, 0.5)}, "b": {"c1": verdict("pass", 0.6, 0.5),
+                                                                       "c2": verdict("pass", 0.6, 0.5)}})
+    page = html.render(report)
+    matrix = page[page.index('id="summary-matrix"'):page.index("</table>", page.index('id="summary-matrix"'))]
+    assert matrix.count('title="not run">—</td>') == 1  # a.c2
+    verdicts = page[page.index('id="verdicts"'):]
+    assert verdicts.index('href="#cp-b"') < verdicts.index('href="#cp-a"')
+
+
+def test_report_md_and_flat_results(tmp_path, monkeypatch):
+    import pandas as pd
+
+    report = synthetic({"good": {"c1": verdict("pass", 0.6, 0.5)},
+                        "bad": {"c1": verdict("fail", 0.3, 0.5, metric="m")}})
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    files = write_outputs(report, tmp_path / "run")
+    md = files.markdown.read_text()
+    assert "| good | **PASS** | s 1/1 |" in md and "| bad | **FAIL** | s 0/1 |" in md
+    assert "| bad | `s.c1` | 0.3 (n=2) | >= 0.5 |" in md
+    assert summary.read_text() == "earlier step\n" + md  # appended, not replaced
+    table = pd.read_csv(files.csv)
+    assert len(table) == 2 and set(table["checkpoint"]) == {"good", "bad"}
+    row = table[table["checkpoint"] == "bad"].iloc[0]
+    assert (row["metric"], row["value"], row["ci_low"], row["ci_high"], row["n"], row["bound"], row["outcome"],
+            row["checkpoint_verdict"]) == ("m", 0.5, 0.4, 0.6, 2, 0.5, "fail", "fail")
+    assert row["ci_half_width"] == pytest.approx(0.1)
+    assert pd.read_json(files.jsonl, lines=True).equals(pd.read_json(files.jsonl, lines=True)) and \
+        len(pd.read_json(files.jsonl, lines=True)) == 2
 
 
 # -------------------------------------------------------------------- merge
@@ -81,8 +99,8 @@ def test_html_says_a_run_was_interrupted_at_the_top():
     report["run"]["interrupted"] = True
     page = html.render(report)
     banner = page.index('class="interrupted"')
-    assert banner < page.index("<h2>Leaderboard</h2>")
-    assert "Interrupted (Ctrl-C)" in page[banner:page.index("<h2>Leaderboard</h2>")]
+    assert banner < page.index('id="verdict-banner"')
+    assert "Interrupted (Ctrl-C)" in page[banner:page.index('id="verdict-banner"')]
 
 
 def test_merge_combines_disjoint_runs_and_refuses_incompatible_ones():
@@ -215,8 +233,10 @@ def test_model_dir_sweep_html_latest_and_baseline_regressions(project, cache_dir
     first.assert_outcomes(passed=2, failed=2, skipped=2)  # no --baseline: regression tests deselected
     report = latest_report(project)
     assert set(report["checkpoints"]) == {"lm", "untrained"}
-    assert [r["checkpoint"] for r in report["leaderboard"]["overall"]] == ["lm", "untrained"]
-    first.stdout.fnmatch_lines(["*leaderboard*", "*1*lm*", "HTML report: *report.html*"])
+    assert [r["checkpoint"] for r in report["assessment"]["ranking"]["rows"]] == ["lm", "untrained"]
+    first.stdout.fnmatch_lines(["*unlearnbench verdicts*", "lm *PASS*", "untrained *FAIL*", "*1*lm*PASS*",
+                                "report: *report.json", "HTML report: *report.html*"])
+    assert first.stdout.lines[-1].startswith("also in ")  # the report paths are the last lines
     assert (project.path / "reports" / "latest" / "report.html").is_file()
 
     saved = tmp_path / "baseline.json"

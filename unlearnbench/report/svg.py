@@ -127,10 +127,8 @@ def hbars(title: str, categories: list[str], series: dict[str, list], *, axis_la
                 x0, x1 = sorted((zero, scale(value)))
             body.append(f'<rect x="{x0:.1f}" y="{by:.1f}" width="{max(x1 - x0, 1.5):.1f}" height="{bar - 1}" '
                         f'fill="{colour[name]}"><title>{_e(category)} {_e(name)}: {value:.4g}</title></rect>')
-            if not stacked:
-                tx = max(x0, x1) + 3 if value >= 0 or lo >= 0 else min(x0, x1) - 3
-                anchor = "start" if value >= 0 or lo >= 0 else "end"
-                body.append(f'<text x="{tx:.1f}" y="{by + bar - 3:.1f}" font-size="9" text-anchor="{anchor}" '
+            if not stacked:  # right of the bar's right end (the zero line for a negative value)
+                body.append(f'<text x="{max(x0, x1) + 3:.1f}" y="{by + bar - 3:.1f}" font-size="9" '
                             f'fill="#444">{value:.2g}</text>')
     for name, bound in (bounds or {}).items():
         bx = scale(bound)
@@ -195,15 +193,13 @@ def scatter(title: str, points: list[tuple[str, float, float]], xlabel: str, yla
                         f'stroke-dasharray="4 3"><title>gate bound: {gy:.3g}</title></line>')
     body.append(f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#888"/>'
                 f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#888"/>')
-    taken = []
     for k in range(6):
         v = k / 5
-        body.append(f'<text x="{sx(v):.1f}" y="{bottom + 13}" text-anchor="middle" font-size="10">{v:.1f}</text>')
-        taken.append((sx(v) - 10, bottom + 2, sx(v) + 10, bottom + 14))
+        body.append(f'<text x="{sx(v):.1f}" y="{bottom + 17}" text-anchor="middle" font-size="10">{v:.1f}</text>')
     for v, text in y_ticks or [(k / 5, f"{k / 5:.1f}") for k in range(6)]:
         body.append(f'<line x1="{left - 3}" y1="{sy(v):.1f}" x2="{right}" y2="{sy(v):.1f}" stroke="#eee"/>'
                     f'<text x="{left - 5}" y="{sy(v) + 3.5:.1f}" text-anchor="end" font-size="10">{_e(text)}</text>')
-    body.append(f'<text x="{(left + right) / 2}" y="{bottom + 30}" text-anchor="middle" font-size="11">{_e(xlabel)}</text>'
+    body.append(f'<text x="{(left + right) / 2}" y="{bottom + 33}" text-anchor="middle" font-size="11">{_e(xlabel)}</text>'
                 f'<text x="13" y="{(top + bottom) / 2}" font-size="11" transform="rotate(-90 13 {(top + bottom) / 2})" '
                 f'text-anchor="middle">{_e(ylabel)}</text>')
     pixel = [(label, sx(x), sy(y)) for label, x, y in points]
@@ -223,7 +219,9 @@ def scatter(title: str, points: list[tuple[str, float, float]], xlabel: str, yla
             body.append(f'<text x="{tx:.1f}" y="{ty:.1f}" font-size="11">{_e(label)}</text>')
         else:
             unlabelled.append(label)
-    if unlabelled:
+    if len(unlabelled) > 8:
+        caption += f" {len(unlabelled)} points have no room for a label: hover a point for its name."
+    elif unlabelled:
         caption += f" Unlabelled (no free space; hover for the name): {', '.join(unlabelled)}."
     if anchors:
         caption += " Squares: reference models."
@@ -245,8 +243,8 @@ def profiles(title: str, series: dict[str, tuple[list, list]], kind: str, captio
         ox, oy = (n % cols) * cell_w + 46, top + (n // cols) * cell_h + 16
         plot_w, plot_h = cell_w - 60, cell_h - 56
         sy = lambda v: oy + plot_h - (v - lo) / (hi - lo) * plot_h  # noqa: E731
-        body.append(f'<text x="{ox + plot_w / 2:.1f}" y="{oy - 4:.1f}" text-anchor="middle" font-size="11">'
-                    f"<title>{_e(name)}</title>{_e(_short(name, 22))}</text>")
+        body.append(f'<text x="{ox + plot_w / 2:.1f}" y="{oy - 8:.1f}" text-anchor="middle" font-size="11">'
+                    f"<title>{_e(name)}</title>{_e(_short(name, 18))}</text>")
         for t in ticks:
             body.append(f'<line x1="{ox}" y1="{sy(t):.1f}" x2="{ox + plot_w}" y2="{sy(t):.1f}" stroke="#eee"/>'
                         f'<text x="{ox - 4}" y="{sy(t) + 3.5:.1f}" text-anchor="end" font-size="9">'

@@ -63,8 +63,8 @@ def anchors(report: dict) -> dict[str, str]:
 
 
 def _checks(checkpoint: dict):
-    for suite, result in checkpoint["suites"].items():
-        for check, verdict in result["checks"].items():
+    for suite, result in checkpoint.get("suites", {}).items():
+        for check, verdict in result.get("checks", {}).items():
             yield f"{suite}.{check}", verdict
 
 
@@ -107,7 +107,7 @@ def checkpoint_verdicts(report: dict) -> dict[str, dict]:
             overall["verdict"] = "fail"
             overall["lost"] = checkpoint["lost"]["reason"]
         suites = {suite: _counts([(k, v) for k, v in every if k.split(".", 1)[0] == suite], retain_fails)
-                  for suite in checkpoint["suites"]}
+                  for suite in checkpoint.get("suites", {})}
         out[name] = overall | {"role": roles.get(name), "suites": suites,
                                "summary": _summary(overall, suites)}
     return out
