@@ -237,6 +237,10 @@ def test_model_dir_sweep_html_latest_and_baseline_regressions(project, cache_dir
     first.stdout.fnmatch_lines(["*unlearnbench verdicts*", "lm *PASS*", "untrained *FAIL*", "*1*lm*PASS*",
                                 "report: *report.json", "HTML report: *report.html*"])
     assert first.stdout.lines[-1].startswith("also in ")  # the report paths are the last lines
+    # progress shows under pytest's default capture, one line per step, and is not replayed in failure blocks
+    first.stderr.fnmatch_lines(["[[]unlearnbench[]] loading lm on cpu: * s", "[[]unlearnbench[]] lm: smoke suite: * s"])
+    assert "Captured stderr" not in first.stdout.str() and "warnings summary" not in first.stdout.str()
+    first.stdout.fnmatch_lines(["*answers_reference_questions*0 (n=6)*>= 0.5*"])  # value, n, bound in the table
     assert (project.path / "reports" / "latest" / "report.html").is_file()
 
     saved = tmp_path / "baseline.json"

@@ -21,6 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from unlearnbench import progress
+
+progress.keep_terminal()  # before pytest's output capture starts: progress lines stay visible
+
 MARKER = "unlearnbench"
 RECORD_KEY = "unlearnbench"  # the user_properties key that carries a test's record
 _STATE = pytest.StashKey["PluginState"]()
@@ -145,8 +149,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}(suite): an unlearnbench suite test, parametrized over checkpoints"
     )
+    _quiet_third_party(config)
     _validate_inputs(config)
     _prefer_loadgroup(config)
+
+
+def _quiet_third_party(config: pytest.Config) -> None:
+    """Third-party noise a suite run cannot act on, silenced where it starts:
+    bitsandbytes logs (before collection) that the optional `kernels` package
+    is missing and uses its own CPU kernels instead; torch warns that modules
+    loaded by the quantization and LoRA attacks still use
+    torch.jit.script_method, and transformers that its quantizer calls a
+    deprecated alias."""
+    import logging
+
+    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+    config.addinivalue_line("filterwarnings", r"ignore:`torch\.jit\.script_method` is deprecated:DeprecationWarning")
+    # transformers' quantizer calls its own deprecated alias while the quant4/quant8 attacks load a model
+    config.addinivalue_line("filterwarnings", r"ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
 
 
 def _validate_inputs(config: pytest.Config) -> None:

@@ -1,9 +1,12 @@
 """Progress lines for long steps (model loading, generation, scoring, patching).
 
-One line when a step starts and one when it ends, written to the process's
-real stderr: readable under xdist (each line carries the worker id) and not
-swallowed by pytest's output capture. Off unless a suite run turns it on
-(the plugin does, unless --no-progress); library use stays silent.
+One line per step, when it ends, with its duration (on a terminal the step's
+name shows while it runs and the line is completed in place). Lines go to a
+duplicate of the process's stderr taken when the plugin is imported, before
+pytest starts capturing: so they show under pytest's default capture (and
+are not replayed inside failure reports), and under xdist each line carries
+the worker id. Off unless a suite run turns it on (the plugin does, unless
+--no-progress); library use stays silent.
 """
 
 from __future__ import annotations
@@ -12,9 +15,21 @@ import contextlib
 import os
 import sys
 import time
-from typing import Iterator
+from typing import Iterator, TextIO
 
 _enabled = False
+_terminal: TextIO | None = None
+
+
+def keep_terminal() -> None:
+    """Duplicate fd 2 now, before pytest's capture replaces it (plugin import time)."""
+    global _terminal
+    if _terminal is not None:
+        return
+    try:
+        _terminal = os.fdopen(os.dup(2), "w", buffering=1, encoding="utf-8", errors="replace")
+    except OSError:  # no stderr at all (a daemon): progress goes nowhere rather than failing
+        _terminal = None
 
 
 def enable(on: bool = True) -> None:
@@ -22,16 +37,26 @@ def enable(on: bool = True) -> None:
     _enabled = on
 
 
+def _stream() -> TextIO | None:
+    return _terminal or sys.__stderr__
+
+
 @contextlib.contextmanager
 def step(what: str) -> Iterator[None]:
-    if not _enabled:
+    stream = _stream() if _enabled else None
+    if stream is None:
         yield
         return
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    stream = sys.__stderr__
-    stream.write(f"[unlearnbench {worker}] {what} ...\n")
-    stream.flush()
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    prefix = f"[unlearnbench{' ' + worker if worker else ''}] "
+    in_place = worker is None and stream.isatty()
+    if in_place:
+        stream.write(f"\r\x1b[K{prefix}{what} ...")
+        stream.flush()
     started = time.perf_counter()
-    yield
-    stream.write(f"[unlearnbench {worker}] {what}: done in {time.perf_counter() - started:.1f} s\n")
-    stream.flush()
+    try:
+        yield
+    finally:
+        end = "\r\x1b[K" if in_place else ""
+        stream.write(f"{end}{prefix}{what}: {time.perf_counter() - started:.1f} s\n")
+        stream.flush()
