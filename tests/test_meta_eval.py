@@ -121,3 +121,31 @@ def test_the_command_prints_the_table_and_writes_a_page_chromium_renders(tmp_pat
         assert page.locator("#meta-eval tr").count() == 1 + 2
         assert page.locator('figure.plot[data-plot="faithfulness-robustness"] circle').count() == 1
         browser.close()
+
+
+def test_one_checkpoint_per_label_gives_no_ci_and_says_why():
+    one = meta_eval.Labels(knows=("a", "b"), never_saw=("r",), retain="r")
+    out = meta_eval.faithfulness({"a": 0.9, "b": 0.4, "r": 0.5}, one)
+    assert out["auc"] == pytest.approx(0.5) and out["ci"] is None
+    assert "at least 2 per label" in out["ci_note"]
+    report = report_of({c: {"dusk": {"ufk_rougeL_recall": metric(v)}} for c, v in {"a": 0.9, "b": 0.4, "r": 0.5}.items()})
+    assert "(no CI: 2/1)" in meta_eval.table(meta_eval.meta_evaluate(report, one))
+
+
+def test_negative_r_has_no_harmonic_mean_and_the_note_says_why():
+    def probe(before, relearn, quant):
+        return {"ufk_before": metric(before), "ufk_after_relearn": metric(relearn), "ufk_after_quant4": metric(quant)}
+
+    # retain: relearning raises ufk (0.1 -> 0.3, Δ = -0.2); u1 drops it (0.6 -> 0.2, Δ = 0.4): R = -0.5
+    rob = meta_eval.robustness({"r": probe(0.1, 0.3, 0.1), "u1": probe(0.6, 0.2, 0.6)}, "ufk", LABELS)
+    assert rob["R"] == pytest.approx(-0.5) and rob["Q"] == pytest.approx(1.0)
+    assert rob["HM"] is None and "R = -0.5 <= 0" in rob["hm_note"]  # 2RQ/(R+Q) would be -2: not a rate
+
+
+def test_utility_metrics_are_not_scored_and_rows_are_sorted_best_first():
+    values = {"a": 0.9, "b": 0.4, "c": 0.7, "r": 0.5, "s": 0.1}
+    report = report_of({c: {"dusk": {"ufk_rougeL_recall": metric(v), "verbatim_rougeL_f1": metric(1 - v),
+                                     "sk_rougeL_recall": metric(v, higher_is_better=True)}} for c, v in values.items()})
+    result = meta_eval.meta_evaluate(report, LABELS)
+    assert [r["metric"] for r in result["metrics"]] == ["ufk_rougeL_recall", "verbatim_rougeL_f1"]  # 5/6, then 1/6
+    assert result["not_scored"] == ["dusk.sk_rougeL_recall"]

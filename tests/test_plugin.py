@@ -202,3 +202,16 @@ def test_an_unreadable_suite_yaml_stops_the_run_naming_the_file(project, cache_d
     result, report = run_suite(project, cache_dir, "--model", f"lm={smoke_lm_dir}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR and report is None
     result.stderr.fnmatch_lines([f"ERROR: thresholds {gate}*"])
+
+
+def test_zoo_extra_adds_recipes_to_the_family_suites_only_and_bad_names_stop_the_run(pytester):
+    for suite in ("smoke", "uds"):
+        shutil.copytree(ROOT / "suites" / suite, pytester.path / "suites" / suite)
+    shutil.copytree(ROOT / "thresholds", pytester.path / "thresholds")
+    listed = pytester.runpytest_subprocess("suites", "--collect-only", "-q", "--zoo-extra", "retain-seed1")
+    ids = [line for line in listed.outlines if "::" in line]
+    assert any("test_uds.py" in i and "[retain-seed1]" in i for i in ids)
+    assert not any("test_smoke.py" in i and "retain-seed1" in i for i in ids)  # smoke runs its own zoo
+    bad = pytester.runpytest_subprocess("suites", "--collect-only", "--zoo-extra", "retain-seed9")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--zoo-extra retain-seed9: no zoo recipe of this name (known: *retain-seed1*"])

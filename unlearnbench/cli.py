@@ -147,7 +147,8 @@ def _meta_eval(args: argparse.Namespace) -> int:
     out = args.output or Path("reports") / f"meta-eval-{time.strftime('%Y%m%d-%H%M%S')}"
     if args.report is None:
         pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
-        run = subprocess.run([sys.executable, "-m", "pytest", *(pytest_args or ["suites"]), "-p", "no:cacheprovider",
+        default = ["suites", *(arg for name in meta_eval.ZOO_EXTRA for arg in ("--zoo-extra", name))]
+        run = subprocess.run([sys.executable, "-m", "pytest", *(pytest_args or default), "-p", "no:cacheprovider",
                               "--report-dir", str(out / "run")])
         if run.returncode not in (0, 1):  # 1: some gate failed, which meta-evaluation expects
             raise UnlearnbenchError(f"the pytest run for meta-evaluation exited with {run.returncode}")

@@ -35,10 +35,14 @@ from unlearnbench.errors import UnlearnbenchError
 from unlearnbench.metrics import mia
 from unlearnbench.metrics.core import bootstrap_indices, percentile_ci
 
-# The zoo's labels: full and the recipes that keep the forget knowledge
-# (npo under-forgets, idknll only hides it, shallow hides it above the 4-bit
-# grid) against retain, which never saw it.
-ZOO_LABELS = {"knows": ["full", "npo", "idknll", "shallow"], "never_saw": ["retain"], "retain": "retain"}
+# The zoo's labels: full (two seeds) and the recipes that keep the forget
+# knowledge (npo under-forgets, idknll only hides it, shallow hides it above
+# the 4-bit grid) against retain in three seeds, which never saw it. The
+# seeds beside the family are evaluated with --zoo-extra.
+ZOO_EXTRA = ("full-seed1", "retain-seed1", "retain-seed2")
+ZOO_LABELS = {"knows": ["full", "full-seed1", "npo", "idknll", "shallow"],
+              "never_saw": ["retain", "retain-seed1", "retain-seed2"], "retain": "retain"}
+MIN_PER_LABEL = 2  # checkpoints per label for a bootstrap CI that is not degenerate
 PROBES = {"ufk": False, "leak": False, "uds": True}  # probe -> its higher_is_better
 CONVENTION = ("every metric oriented higher = more forget knowledge (negated where higher is better; UDS as "
               "1 - UDS in R and Q); R = min(Δ_retain / Δ_unlearned, 1), Δ = m_before - m_after_relearn; "
@@ -79,15 +83,22 @@ def oriented(metric: dict) -> float | None:
 
 
 def faithfulness(values: dict[str, float], labels: Labels) -> dict | None:
-    """AUC(knows above never_saw) with a bootstrap CI; None without both groups."""
+    """AUC(knows above never_saw) with a bootstrap CI over the checkpoints;
+    None without both groups. With fewer than two checkpoints in a group the
+    bootstrap has nothing to resample: no CI, and `ci_note` says why."""
     positives = [values[c] for c in labels.knows if c in values]
     negatives = [values[c] for c in labels.never_saw if c in values]
     if not positives or not negatives:
         return None
     matrix = mia.comparison_matrix(positives, negatives)
+    out = {"auc": float(matrix.mean()), "ci": None, "knows": len(positives), "never_saw": len(negatives)}
+    if min(len(positives), len(negatives)) < MIN_PER_LABEL:
+        out["ci_note"] = (f"no CI: {len(positives)} knows / {len(negatives)} never-saw checkpoint(s); a CI needs at "
+                          f"least {MIN_PER_LABEL} per label")
+        return out
     draws = bootstrap_indices([len(positives), len(negatives)])
-    ci = percentile_ci([matrix[np.ix_(p, n)].mean() for p, n in zip(*draws)])
-    return {"auc": float(matrix.mean()), "ci": list(ci), "knows": len(positives), "never_saw": len(negatives)}
+    out["ci"] = list(percentile_ci([matrix[np.ix_(p, n)].mean() for p, n in zip(*draws)]))
+    return out
 
 
 def robustness(metrics: dict[str, dict], probe: str, labels: Labels) -> dict | None:
@@ -111,15 +122,30 @@ def robustness(metrics: dict[str, dict], probe: str, labels: Labels) -> dict | N
             q_values[c] = min(m(c, "after_quant4") / m(c, "before"), 1.0)
     r = float(np.mean(list(r_values.values()))) if r_values else None
     q = float(np.mean(list(q_values.values()))) if q_values else None
-    hm = 2 * r * q / (r + q) if r is not None and q is not None and r + q != 0 else None
-    return {"R": r, "Q": q, "HM": hm, "R_per_checkpoint": r_values, "Q_per_checkpoint": q_values}
+    out = {"R": r, "Q": q, "HM": None, "R_per_checkpoint": r_values, "Q_per_checkpoint": q_values}
+    if r is None or q is None:
+        out["hm_note"] = "no HM: R or Q is undefined (no checkpoint where it is)"
+    elif r <= 0 or q <= 0:
+        # A harmonic mean is a mean of rates in (0, 1]; with a negative rate it can
+        # land anywhere (even above 1) and rank a metric that relearning moved
+        # the wrong way as robust.
+        which = "R" if r <= 0 else "Q"
+        why = ("relearning left the retain model's value unchanged (R = 0) or moved it the other way from the "
+               "unlearned checkpoints' (R < 0)" if which == "R" else "quantization took the value to 0 or below")
+        out["hm_note"] = f"no HM: {which} = {min(r, q):.3g} <= 0 ({why}); a harmonic mean of such rates means nothing"
+    else:
+        out["HM"] = 2 * r * q / (r + q)
+    return out
 
 
 def meta_evaluate(report: dict, labels: Labels) -> dict:
+    from unlearnbench.suites import SUITES
+
     names = set(report["checkpoints"])
     missing = [c for c in (*labels.knows, *labels.never_saw) if c not in names]
     if len(missing) == len(labels.knows) + len(labels.never_saw):
         raise UnlearnbenchError(f"no labelled checkpoint is in the report (it has: {', '.join(sorted(names))})")
+    utility = {(suite, m) for suite, spec in SUITES.items() for m in spec.utility_metrics}
     by_metric: dict[tuple[str, str], dict[str, float]] = {}
     robustness_metrics: dict[str, dict] = {}
     for checkpoint, entry in report["checkpoints"].items():
@@ -132,6 +158,8 @@ def meta_evaluate(report: dict, labels: Labels) -> dict:
                 robustness_metrics[checkpoint] = result.get("metrics", {})
     rows = []
     for (suite, name), values in sorted(by_metric.items()):
+        if (suite, name) in utility:
+            continue
         faith = faithfulness(values, labels)
         if faith is not None:
             rows.append({"suite": suite, "metric": name, "faithfulness": faith, "robustness": None})
@@ -143,51 +171,80 @@ def meta_evaluate(report: dict, labels: Labels) -> dict:
         if rob is not None or faith is not None:
             rows.append({"suite": "robustness", "metric": f"{probe}_before", "faithfulness": faith,
                          "robustness": rob})
+    rows.sort(key=lambda r: (-(r["faithfulness"] or {}).get("auc", -1.0),
+                             -((r["robustness"] or {}).get("HM") or -1.0), r["suite"], r["metric"]))
     return {"labels": {"knows": list(labels.knows), "never_saw": list(labels.never_saw), "retain": labels.retain,
                        "missing_from_report": missing},
-            "convention": CONVENTION, "source_run": report.get("run_id"), "metrics": rows}
+            "convention": CONVENTION, "source_run": report.get("run", {}).get("id"), "metrics": rows,
+            "not_scored": sorted(f"{s}.{m}" for s, m in by_metric if (s, m) in utility),
+            "not_scored_reason": "utility metrics (what must be kept) are not forgetting metrics: a faithful one "
+                                 "does not separate the checkpoints that know the forget set from those that never "
+                                 "saw it"}
+
+
+def _cells(row: dict) -> list[str]:
+    faith, rob = row["faithfulness"], row["robustness"] or {}
+    if faith is None:
+        f_text = "n/a"
+    elif faith["ci"] is None:
+        f_text = f"{faith['auc']:.3f} (no CI: {faith['knows']}/{faith['never_saw']})"
+    else:
+        f_text = f"{faith['auc']:.3f} [{faith['ci'][0]:.2f}, {faith['ci'][1]:.2f}]"
+    rq = [f"{rob[k]:.3f}" if rob.get(k) is not None else "n/a" for k in ("R", "Q")]
+    hm = f"{rob['HM']:.3f}" if rob.get("HM") is not None else ("n/a*" if rob.get("hm_note") else "n/a")
+    return [f_text, *rq, hm]
 
 
 def table(result: dict) -> str:
-    lines = [f"{'metric':44s} {'faithfulness AUC [95% CI]':28s} {'R':>7s} {'Q':>7s} {'HM':>7s}"]
+    """Rows sorted by faithfulness (best first); notes under the table."""
+    lines = [f"{'metric':44s} {'faithfulness AUC [95% CI]':30s} {'R':>7s} {'Q':>7s} {'HM':>7s}"]
+    notes = []
     for row in result["metrics"]:
-        faith = row["faithfulness"]
-        f_text = f"{faith['auc']:.3f} [{faith['ci'][0]:.2f}, {faith['ci'][1]:.2f}]" if faith else "n/a"
-        rob = row["robustness"] or {}
-        cells = [f"{rob[k]:7.3f}" if rob.get(k) is not None else f"{'n/a':>7s}" for k in ("R", "Q", "HM")]
-        lines.append(f"{row['suite'] + '.' + row['metric']:44s} {f_text:28s} {' '.join(cells)}")
-    return "\n".join(lines)
+        f_text, r, q, hm = _cells(row)
+        lines.append(f"{row['suite'] + '.' + row['metric']:44s} {f_text:30s} {r:>7s} {q:>7s} {hm:>7s}")
+        if (row["robustness"] or {}).get("hm_note"):
+            notes.append(f"* {row['suite']}.{row['metric']}: {row['robustness']['hm_note']}")
+    labels = result["labels"]
+    if min(len(labels["knows"]), len(labels["never_saw"])) < MIN_PER_LABEL:
+        notes.append(f"fewer than {MIN_PER_LABEL} checkpoints per label: AUCs have no CI; label more checkpoints")
+    if result.get("not_scored"):
+        notes.append(f"not scored ({result['not_scored_reason']}): {', '.join(result['not_scored'])}")
+    return "\n".join(lines + ([""] + notes if notes else []))
 
 
 def render_html(result: dict) -> str:
-    """A self-contained page: the table and the faithfulness-vs-robustness
-    scatter (the report's own SVG scatter; HM is drawn clipped to [0, 1], the
-    table holds every value)."""
+    """A self-contained page: the table (sorted, best first), the notes, and
+    the faithfulness-vs-robustness scatter (the report's own SVG scatter; a
+    metric with no HM is not drawn)."""
     from unlearnbench.report.svg import scatter
 
-    points = [(r["metric"], r["faithfulness"]["auc"], min(max(r["robustness"]["HM"], 0.0), 1.0))
-              for r in result["metrics"]
+    points = [(r["metric"], r["faithfulness"]["auc"], r["robustness"]["HM"]) for r in result["metrics"]
               if r["faithfulness"] and r["robustness"] and r["robustness"].get("HM") is not None]
-    figure = scatter("Faithfulness vs robustness", points, "faithfulness (AUC)", "robustness HM(R, Q)",
+    figure = scatter("Faithfulness vs robustness", points, "faithfulness (AUC, 0-1)", "robustness HM(R, Q), 0-1",
                      "faithfulness-robustness", "Top right: a metric that separates knowing from never-seeing "
-                                                "checkpoints and holds under relearning and quantization.")
+                                                "checkpoints and holds under relearning and quantization. Metrics "
+                                                "whose HM is undefined (see the notes) are not drawn.")
     rows = []
     for r in result["metrics"]:
-        faith, rob = r["faithfulness"], r["robustness"] or {}
-        cells = [f"{faith['auc']:.3f} [{faith['ci'][0]:.2f}, {faith['ci'][1]:.2f}]" if faith else "n/a",
-                 *(f"{rob[k]:.3f}" if rob.get(k) is not None else "n/a" for k in ("R", "Q", "HM"))]
         rows.append(f"<tr><td>{html.escape(r['suite'])}.{html.escape(r['metric'])}</td>"
-                    + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+                    + "".join(f"<td>{html.escape(c)}</td>" for c in _cells(r)) + "</tr>")
+    notes = [html.escape(f"{r['suite']}.{r['metric']}: {r['robustness']['hm_note']}") for r in result["metrics"]
+             if (r["robustness"] or {}).get("hm_note")]
+    if result.get("not_scored"):
+        notes.append(html.escape(f"Not scored ({result['not_scored_reason']}): {', '.join(result['not_scored'])}."))
     labels = result["labels"]
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>unlearnbench meta-evaluation</title>"
-            "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:4px 8px}</style>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' "
+            "content='width=device-width, initial-scale=1'><title>unlearnbench meta-evaluation</title>"
+            "<style>body{font-family:system-ui,sans-serif;margin:1em;max-width:1100px}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:4px 8px}.scroll{overflow-x:auto}figure svg{width:100%;"
+            "height:auto;max-width:460px}</style>"
             "</head><body><h1>Meta-evaluation</h1>"
             f"<p>knows: {html.escape(', '.join(labels['knows']))}; never saw: "
             f"{html.escape(', '.join(labels['never_saw']))}; retain: {html.escape(labels['retain'])}</p>"
             f"<p id='convention'>{html.escape(result['convention'])}</p>{figure}"
-            "<table id='meta-eval'><tr><th>metric</th><th>faithfulness AUC [95% CI]</th><th>R</th><th>Q</th>"
-            f"<th>HM</th></tr>{''.join(rows)}</table></body></html>")
+            "<div class='scroll'><table id='meta-eval'><tr><th>metric</th><th>faithfulness AUC [95% CI]</th><th>R</th>"
+            f"<th>Q</th><th>HM</th></tr>{''.join(rows)}</table></div>"
+            f"<ul id='notes'>{''.join(f'<li>{n}</li>' for n in notes)}</ul></body></html>")
 
 
 def write(result: dict, directory: Path) -> tuple[Path, Path]:

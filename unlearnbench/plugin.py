@@ -90,6 +90,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--endpoint-timeout", type=_positive_seconds, default=120.0, metavar="SECONDS",
                     help="how long one request to an openai: model (--model/--full-model/--retain-model NAME=openai:"
                          "URL) may wait for its reply before it is retried (4 tries in all); default 120")
+    group.addoption("--zoo-extra", action="append", default=[], metavar="RECIPE",
+                    help="on the default zoo, also evaluate this zoo recipe in every suite that runs the unlearning "
+                         "family (e.g. retain-seed1; `unlearnbench zoo list`); repeatable")
     group.addoption("--checkpoint-deadline", type=_positive_seconds, default=None, metavar="SECONDS",
                     help="wall-clock limit on one checkpoint's evaluation, from its first computed suite: past "
                          "it, its remaining checks fail with the reason and the run goes on (default: none)")
@@ -186,6 +189,16 @@ def _validate_inputs(config: pytest.Config) -> None:
             CheckpointSpec.parse(entry)
         for directory in config.getoption("model_dir"):
             discover(directory)
+        if config.getoption("zoo_extra"):
+            if config.getoption("model") or config.getoption("model_dir"):
+                raise UnlearnbenchError("--zoo-extra adds zoo recipes to the default zoo run: give it without "
+                                        "--model/--model-dir")
+            from unlearnbench.fixtures.zoo import RECIPES
+
+            for name in config.getoption("zoo_extra"):
+                if name not in RECIPES:
+                    raise UnlearnbenchError(f"--zoo-extra {name}: no zoo recipe of this name "
+                                            f"(known: {', '.join(RECIPES)})")
         for entry in config.getoption("data_dir"):
             suite, _ = split_name(entry)
             if suite and suite not in SUITES:
@@ -275,7 +288,8 @@ class PluginState:
 
         if suite not in SUITES:
             raise pytest.UsageError(f"unknown suite '{suite}' (known: {', '.join(SUITES)})")
-        return sweep_checkpoints(suite, self.user_checkpoints(), self.config.getoption("shard"))
+        return sweep_checkpoints(suite, self.user_checkpoints(), self.config.getoption("shard"),
+                                 tuple(self.config.getoption("zoo_extra")))
 
     def bench_options(self):
         """BenchOptions from the command line (parsing only; raises UsageError)."""
@@ -330,6 +344,7 @@ class PluginState:
                 endpoint_concurrency=opt("endpoint_concurrency"),
                 endpoint_timeout=opt("endpoint_timeout"),
                 checkpoint_deadline=opt("checkpoint_deadline"),
+                zoo_extra=tuple(opt("zoo_extra")),
             )
         except UnlearnbenchError as exc:
             raise pytest.UsageError(str(exc)) from None
@@ -349,7 +364,7 @@ class PluginState:
                 check_report_dir(report_base(self.config), "report folder")
             bench = Bench(self.bench_options())
             bench.validate_checkpoints()
-            bench.prepare_suites(suites, thresholds_files)
+            bench.prepare_suites(suites, thresholds_files, build_zoo=not self.config.option.collectonly)
         except (UnlearnbenchError, pytest.UsageError) as exc:
             if not self.is_worker:
                 raise pytest.UsageError(str(exc)) from None

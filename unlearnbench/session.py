@@ -47,6 +47,7 @@ class BenchOptions:
     endpoint_concurrency: int = 8  # requests in flight per endpoint model
     endpoint_timeout: float = 120.0  # seconds one endpoint request may wait for its reply
     checkpoint_deadline: float | None = None  # seconds one checkpoint's evaluation may take in all
+    zoo_extra: tuple[str, ...] = ()  # --zoo-extra: more zoo recipes beside the family (meta-evaluation's seeds)
 
 
 @dataclass
@@ -91,7 +92,7 @@ class Bench:
                                               f"{', '.join(spec.name for spec in specs) or 'none'})")
 
     def checkpoints(self, suite: str) -> list[CheckpointSpec]:
-        return sweep_checkpoints(suite, self.options.models, self.options.shard)
+        return sweep_checkpoints(suite, self.options.models, self.options.shard, self.options.zoo_extra)
 
     def reference_spec(self, role: str, suite: str) -> CheckpointSpec | None:
         """--full-model / --retain-model; on the default zoo, the suite's zoo references."""
@@ -108,9 +109,11 @@ class Bench:
             raise UnlearnbenchError(f"collected suites default to different {role} models: {', '.join(specs)}")
         return self.handle(next(iter(specs.values()))) if specs else None
 
-    def prepare_suites(self, suites: list[str], thresholds_files: dict[str, Path]) -> None:
+    def prepare_suites(self, suites: list[str], thresholds_files: dict[str, Path], *, build_zoo: bool = True) -> None:
         """Load and validate every collected suite's gate and data, before any model
-        runs; then build the fixture-zoo checkpoints the run needs (cached)."""
+        runs; then build the fixture-zoo checkpoints the run needs (cached) and
+        check UDS's tokenizers. `build_zoo=False` (pytest --collect-only) stops
+        before the zoo: listing tests never trains a model."""
         for suite in suites:
             if suite not in SUITES:
                 raise UnlearnbenchError(f"unknown suite '{suite}' (known: {', '.join(SUITES)})")
@@ -128,6 +131,8 @@ class Bench:
             for spec in [*self.checkpoints(suite), *(self.reference_spec(r, suite) for r in REFERENCE_ROLES)]
             if spec is not None and spec.zoo
         ]
+        if not build_zoo:
+            return
         if zoo_names:
             from unlearnbench.fixtures import zoo
 

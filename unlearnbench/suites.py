@@ -34,6 +34,9 @@ class SuiteSpec:
     # The range of each bounded metric: a bound at or past an end of it cannot
     # separate checkpoints, so such a check is inconclusive (thresholds.py).
     scales: tuple[tuple[str, float, float], ...] = ()
+    # Metrics of what must be kept (retained knowledge, fluency), not of
+    # forgetting: meta-evaluation does not score them as forgetting metrics.
+    utility_metrics: tuple[str, ...] = ()
 
     @property
     def scale_of(self) -> dict[str, tuple[float, float]]:
@@ -47,11 +50,16 @@ class SuiteSpec:
         return _resolve(self.evaluator)
 
 
-def sweep_checkpoints(suite: str, models: list, shard=None) -> list:
+def sweep_checkpoints(suite: str, models: list, shard=None, zoo_extra: tuple[str, ...] = ()) -> list:
     """The checkpoints `suite` evaluates: the user's (`models`), else the
-    suite's zoo defaults; with `shard`, only that shard's (see shard.py: the
-    split is over the whole run's checkpoint list, the same for every suite)."""
-    specs = list(models) or zoo_checkpoints(SUITES[suite].default_checkpoints)
+    suite's zoo defaults, plus the `zoo_extra` recipes (--zoo-extra) where
+    those defaults are the unlearning family (they include `full`); with
+    `shard`, only that shard's (see shard.py: the split is over the whole
+    run's checkpoint list, the same for every suite)."""
+    defaults = SUITES[suite].default_checkpoints
+    if "full" in defaults:
+        defaults = (*defaults, *(name for name in zoo_extra if name not in defaults))
+    specs = list(models) or zoo_checkpoints(defaults)
     if shard is None:
         return specs
     from unlearnbench.shard import run_order
@@ -113,6 +121,7 @@ BUILTIN_SUITES: dict[str, SuiteSpec] = {
     for spec in (
         SuiteSpec(
             name="smoke",
+            utility_metrics=("mean_token_logprob", "qa_rougeL_recall"),
             metrics=("mean_token_logprob", "qa_rougeL_recall"),
             loader="unlearnbench.data.smoke:load",
             evaluator="unlearnbench.metrics.smoke:evaluate",
@@ -121,6 +130,7 @@ BUILTIN_SUITES: dict[str, SuiteSpec] = {
         ),
         SuiteSpec(
             name="dusk",
+            utility_metrics=("sk_rougeL_recall", "sk_rougeL_f1", "urk_rougeL_recall", "urk_rougeL_f1", "retain_deviation"),
             metrics=(
                 "verbatim_rougeL_f1", "verbatim_rougeL_recall", "verbatim_rouge1_f1", "verbatim_rouge1_recall",
                 "verbatim_levenshtein", "verbatim_lcs_ratio", "verbatim_embedding_cosine",
@@ -150,6 +160,7 @@ BUILTIN_SUITES: dict[str, SuiteSpec] = {
         ),
         SuiteSpec(
             name="honesty",
+            utility_metrics=("retain_accuracy", "retain_refusal_rate", "retain_hallucination_rate", "unknown_refusal_rate"),
             metrics=(
                 "forget_leak_rate", "forget_refusal_rate", "forget_hallucination_rate", "rr2r",
                 "followup_consistency", "mcq_idk_rate", "mcq_control_rate", "mcq_idk_minus_control",
@@ -167,6 +178,7 @@ BUILTIN_SUITES: dict[str, SuiteSpec] = {
         ),
         SuiteSpec(
             name="conceptguard",
+            utility_metrics=("help_ret", "help_qa", "help_score", "judge_failure_rate"),
             metrics=("harm_mem", "help_ret", "harm_qa", "help_qa", "harm_score", "help_score", "judge_failure_rate",
                      "ctxt_sep", "ctxt_sep_macro", "rouge_sep"),
             loader="unlearnbench.data.conceptguard:load",
@@ -181,6 +193,7 @@ BUILTIN_SUITES: dict[str, SuiteSpec] = {
         ),
         SuiteSpec(
             name="tofu",
+            utility_metrics=tuple(m for m in TOFU_METRICS if m.startswith(("retain_", "ra_", "wf_")) or m == "model_utility"),
             metrics=TOFU_METRICS,
             loader="unlearnbench.data.tofu:load",
             evaluator="unlearnbench.metrics.tofu:evaluate",
@@ -193,6 +206,7 @@ BUILTIN_SUITES: dict[str, SuiteSpec] = {
         ),
         SuiteSpec(
             name="muse",
+            utility_metrics=("knowmem_retain_rougeL_recall", "knowmem_retain_rougeL_f1", "retain_deviation"),
             metrics=MUSE_METRICS,
             loader="unlearnbench.data.muse:load",
             evaluator="unlearnbench.metrics.muse:evaluate",
