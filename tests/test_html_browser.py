@@ -173,3 +173,21 @@ def test_drill_down_filter_and_retain_beside_the_checkpoint(chromium, zoo_report
         page.locator("#only-failures").check()  # the drill-down filter hides items that pass
         assert page.locator("tr.item:not(.bad)").evaluate_all("rows => rows.every(r => r.style.display === 'none')")
         browser.close()
+
+
+def test_zoo_ranking_puts_the_collapsed_ga_below_simnpo_and_ranks_no_reference(zoo_report):
+    """The zoo's own run: `ga` (model utility 0) below `simnpo`; `full` and
+    `retain` are anchors; robustness-only `shallow` and the smoke models are
+    not ranked on the family's shared checks."""
+    report = json.loads(zoo_report.with_name("report.json").read_text())
+    board = report["assessment"]["ranking"]
+    ranked = [r["checkpoint"] for r in board["rows"]]
+    assert ranked.index("simnpo") < ranked.index("ga")
+    assert set(ranked) == {"ga", "graddiff", "npo", "simnpo", "rmu", "idknll"}
+    assert {a["checkpoint"]: a["role"] for a in board["anchors"]} == {"full": "full", "retain": "retain"}
+    assert {r["checkpoint"] for r in board["unranked"]} == {"shallow", "smoke-lm", "smoke-untrained"}
+    assert next(r for r in board["rows"] if r["checkpoint"] == "ga")["utility_lost"]
+    # the retain model's own failures are flagged on every row that fails them too
+    assert report["assessment"]["retain_fails"]
+    for name, verdict in report["assessment"]["verdicts"].items():
+        assert set(verdict["retain_fails_too"]) <= set(report["assessment"]["retain_fails"])

@@ -396,7 +396,9 @@ def _items_table(metric_name: str, result: dict, verdict: dict, retain: dict | N
     capped = metric.get("items_capped")
     note = f" (the first {capped['kept']} of {capped['of']})" if capped else ""
     failing = sum('class="item bad"' in r for r in rows)
-    return (f"<details><summary>{len(ids)} items{note}, {failing} on the failing side of the bound</summary>"
+    what = (f"{failing} on the failing side of the bound" if source == metric_name else
+            f"{source} per item ({metric_name} is computed over all of them)")
+    return (f"<details><summary>{len(ids)} items{note}, {what}</summary>"
             f'<div class="scroll"><table><tr>{"".join(f"<th>{_e(h)}</th>" for h in head)}</tr>{"".join(rows)}'
             f"</table></div></details>")
 
@@ -432,9 +434,10 @@ def _drilldown(report: dict, a: dict) -> str:
             for check, v in sorted(result["checks"].items(), key=lambda kv: OUTCOME_ORDER.get(kv[1]["outcome"], 9)):
                 blocks.append(_check_block(name, suite, check, v, result, retain,
                                            f"{suite}.{check}" in verdict["retain_fails_too"]))
+        per_suite = ", ".join(f"{s} {c['passed']}/{c['judged']}" for s, c in verdict["suites"].items())
         out.append(f'<details class="cp" id="cp-{_slug(name)}"><summary>{_e(name)}{_badge(verdict["role"])} '
-                   f"{_pill(verdict['verdict'])} <small>{_e(verdict['summary'])}</small></summary>"
-                   f"{''.join(blocks)}</details>")
+                   f"{_pill(verdict['verdict'])} <small>{_e(per_suite)}</small></summary>"
+                   f"<p class=\"meta\">{_e(verdict['summary'])}</p>{''.join(blocks)}</details>")
     return "".join(out)
 
 
