@@ -301,3 +301,24 @@ def test_xdist_workers_share_the_cpu_cores(monkeypatch):
         assert torch.get_num_threads() == max(1, (os.cpu_count() or 1) // 2)
     finally:
         torch.set_num_threads(before)
+
+
+def test_report_command_filters_and_version(tmp_path, capsys):
+    from unlearnbench import cli
+
+    report = synthetic({"good": {"c1": verdict("pass", 0.6, 0.5)}, "bad": {"c1": verdict("fail", 0.3, 0.5)}})
+    files = write_outputs(report, tmp_path / "run")
+    assert cli.main(["report", str(files.json)]) == 1
+    out = capsys.readouterr().out
+    assert out.index("good ") < out.index("bad ") and "Candidates are ranked on the 1 checks" in out
+    assert cli.main(["report", str(files.json), "--failed"]) == 1
+    out = capsys.readouterr().out
+    assert "bad: FAIL" in out and "good:" not in out and "s.c1" in out and "0.3 (n=2)" in out
+    assert cli.main(["report", str(files.json), "--checkpoint", "good", "--all"]) == 1
+    out = capsys.readouterr().out
+    assert "PASS  s.c1" in out and "bad:" not in out
+    assert cli.main(["report", str(files.json), "--suite", "nope"]) == 2
+    assert "no suite nope (it has: s)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.startswith("unlearnbench ")
