@@ -237,9 +237,6 @@ def test_model_dir_sweep_html_latest_and_baseline_regressions(project, cache_dir
     first.stdout.fnmatch_lines(["*unlearnbench verdicts*", "lm *PASS*", "untrained *FAIL*", "*1*lm*PASS*",
                                 "report: *report.json", "HTML report: *report.html*"])
     assert first.stdout.lines[-1].startswith("also in ")  # the report paths are the last lines
-    # progress shows under pytest's default capture, one line per step, and is not replayed in failure blocks
-    first.stderr.fnmatch_lines(["[[]unlearnbench[]] loading lm on cpu: * s", "[[]unlearnbench[]] lm: smoke suite: * s"])
-    assert "Captured stderr" not in first.stdout.str() and "warnings summary" not in first.stdout.str()
     first.stdout.fnmatch_lines(["*answers_reference_questions*0 (n=6)*>= 0.5*"])  # value, n, bound in the table
     assert (project.path / "reports" / "latest" / "report.html").is_file()
 
@@ -322,3 +319,25 @@ def test_report_command_filters_and_version(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["--version"])
     assert exit_.value.code == 0 and capsys.readouterr().out.startswith("unlearnbench ")
+
+
+def test_console_shows_progress_under_default_capture_and_ends_with_the_answer(project, smoke_lm_dir,
+                                                                               smoke_untrained_dir, tmp_path):
+    """`pytest suites/smoke` with pytest's default output capture, computing
+    afresh (a new cache): one progress line per step on the terminal's stderr,
+    none replayed inside a failure block, no warnings summary, and the
+    verdicts, ranking and report paths as the last lines."""
+    result = project.runpytest_subprocess(
+        "suites/smoke", "--cache-dir", str(tmp_path / "fresh-cache"), "--report-dir", str(project.path / "reports"),
+        "--model", f"lm={smoke_lm_dir}", "--model", f"untrained={smoke_untrained_dir}")
+    assert result.ret == 1
+    result.stderr.fnmatch_lines(["[[]unlearnbench[]] loading lm on cpu: * s", "[[]unlearnbench[]] lm: smoke suite: * s",
+                                 "[[]unlearnbench[]] loading untrained on cpu: * s"])
+    assert not any(line.endswith(" ...") for line in result.stderr.lines)  # one line per step, not two
+    out = result.stdout.str()
+    assert "Captured stderr" not in out and "warnings summary" not in out
+    tail = result.stdout.lines[result.stdout.lines.index(next(l for l in result.stdout.lines
+                                                                if "unlearnbench verdicts" in l)):]
+    assert tail[1].startswith("lm ") and "PASS" in tail[1] and tail[2].startswith("untrained ") and "FAIL" in tail[2]
+    assert [line.split(":")[0] for line in tail[-3:]] == ["report", "HTML report", "also in " + str(
+        Path(tail[-3].split(": ", 1)[1]).parent)]

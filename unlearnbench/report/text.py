@@ -60,6 +60,7 @@ def check_lines(report: dict, *, everything: bool = False, checkpoints=None, sui
             continue
         cp, verdict = report["checkpoints"][name], a["verdicts"][name]
         rows = [("", "check", "value ± 95% CI half-width (n)", "bound", "")]
+        why = []  # an inconclusive or errored check's reason: no table cell can say it
         shown = 0
         for suite, result in cp["suites"].items():
             if suites and suite not in suites:
@@ -70,12 +71,13 @@ def check_lines(report: dict, *, everything: bool = False, checkpoints=None, sui
                 shown += 1
                 flag = "retain fails this too" if f"{suite}.{check}" in verdict["retain_fails_too"] else ""
                 rows.append((v["outcome"].upper(), f"{suite}.{check}", value_text(v, _n(cp, suite, v)),
-                             bound_text(v), flag or (v.get("reason", "") if v["outcome"] != "pass" and
-                                                     v.get("value") is None else "")))
+                             bound_text(v), flag))
+                if v["outcome"] in ("inconclusive", "error"):
+                    why.append(f"      {suite}.{check} {v['outcome']}: {v.get('reason', '')}")
         role = f" [{verdict['role']} model: reference, not ranked]" if verdict["role"] else ""
         lines.append(f"{name}{role}: {verdict['summary']}")
         if shown:
-            lines += _table(rows, "    ")
+            lines += _table(rows, "    ") + why
     return lines
 
 
