@@ -358,7 +358,10 @@ class PluginState:
             self.load_baseline()
             from unlearnbench import cancel, progress
 
-            progress.enable(not self.config.getoption("no_progress"))
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            writer = getattr(reporter, "_tw", None)  # pytest's TerminalWriter: is its line (the dots) open?
+            progress.enable(not self.config.getoption("no_progress"),
+                            line_width=lambda: getattr(writer, "width_of_current_line", 0))
             cancel.install_sigint_handler(INTERRUPT_MESSAGE)
             if not self.is_worker:
                 check_report_dir(report_base(self.config), "report folder")

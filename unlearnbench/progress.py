@@ -15,10 +15,14 @@ import contextlib
 import os
 import sys
 import time
-from typing import Iterator, TextIO
+from typing import Callable, Iterator, TextIO
 
 _enabled = False
 _terminal: TextIO | None = None
+# How far pytest's own output line (its progress dots) has got: a progress line
+# after new dots starts on a new line rather than after them (set by the plugin).
+_line_width: Callable[[], int] = lambda: 0  # noqa: E731
+_broken_at = 0  # the line width at which a progress line last started a new line
 
 
 def keep_terminal() -> None:
@@ -32,9 +36,11 @@ def keep_terminal() -> None:
         _terminal = None
 
 
-def enable(on: bool = True) -> None:
-    global _enabled
+def enable(on: bool = True, line_width: Callable[[], int] | None = None) -> None:
+    global _enabled, _line_width
     _enabled = on
+    if line_width is not None:
+        _line_width = line_width
 
 
 def _stream() -> TextIO | None:
@@ -50,6 +56,11 @@ def step(what: str) -> Iterator[None]:
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     prefix = f"[unlearnbench{' ' + worker if worker else ''}] "
     in_place = worker is None and stream.isatty()
+    global _broken_at
+    width = _line_width() if worker is None else 0
+    if width and width != _broken_at:
+        stream.write("\n")
+        _broken_at = width
     if in_place:
         stream.write(f"\r\x1b[K{prefix}{what} ...")
         stream.flush()

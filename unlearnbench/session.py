@@ -134,9 +134,13 @@ class Bench:
         if not build_zoo:
             return
         if zoo_names:
+            from unlearnbench import progress
             from unlearnbench.fixtures import zoo
 
-            zoo.build_many(zoo_names, self.options.cache_dir)
+            missing = zoo.missing(zoo_names, self.options.cache_dir)
+            if missing:
+                with progress.step(f"training the fixture zoo ({len(missing)} recipes, once; cached after)"):
+                    zoo.build_many(zoo_names, self.options.cache_dir)
         if "uds" in suites:
             self._check_patching_tokenizers()
 
