@@ -341,3 +341,11 @@ def test_console_shows_progress_under_default_capture_and_ends_with_the_answer(p
     assert tail[1].startswith("lm ") and "PASS" in tail[1] and tail[2].startswith("untrained ") and "FAIL" in tail[2]
     assert [line.split(":")[0] for line in tail[-3:]] == ["report", "HTML report", "also in " + str(
         Path(tail[-3].split(": ", 1)[1]).parent)]
+
+
+def test_an_unwritable_step_summary_costs_one_line_not_the_report(tmp_path, monkeypatch, capsys):
+    report = synthetic({"a": {"c1": verdict("pass", 0.6, 0.5)}})
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path))  # a folder: cannot be appended to
+    files = write_outputs(report, tmp_path / "run")
+    assert files.markdown.is_file() and files.html.is_file()
+    assert capsys.readouterr().err.startswith(f"unlearnbench: GITHUB_STEP_SUMMARY {tmp_path}: ")

@@ -138,3 +138,19 @@ def test_bad_overrides(tmp_path, text, message):
     gates = {"demo": load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)}
     with pytest.raises(ThresholdsError, match=re.escape(message)):
         apply_overrides(write(tmp_path, text, "o.yaml"), gates, {"demo": METRICS})
+
+
+def test_every_built_in_check_declares_its_axis_and_a_bad_axis_is_refused(tmp_path):
+    from unlearnbench.errors import ThresholdsError
+    from unlearnbench.suites import SUITES
+    from unlearnbench.thresholds import load_suite_thresholds
+
+    root = Path(__file__).resolve().parents[1] / "thresholds"
+    for suite, spec in SUITES.items():
+        checks = load_suite_thresholds(root / f"{suite}.yaml", suite, spec.metrics, spec.scale_of)
+        assert {c.name: c.axis for c in checks.values() if c.axis not in ("forget", "utility")} == {}, suite
+    bad = tmp_path / "smoke.yaml"
+    bad.write_text("suite: smoke\nchecks:\n  c:\n    metric: qa_rougeL_recall\n    direction: at_least\n"
+                   "    bound: 0.5\n    rationale: r\n    axis: both\n")
+    with pytest.raises(ThresholdsError, match="'axis' must be one of forget, utility, not 'both'"):
+        load_suite_thresholds(bad, "smoke", SUITES["smoke"].metrics)
