@@ -180,6 +180,7 @@ def test_zoo_ranking_puts_the_collapsed_ga_below_simnpo_and_ranks_no_reference(z
     `retain` are anchors; robustness-only `shallow` and the smoke models are
     not ranked on the family's shared checks."""
     report = json.loads(zoo_report.with_name("report.json").read_text())
+    assert report["run"]["command"][:2] == ["python -m pytest", "suites"]  # as it was run, not "__main__.py"
     board = report["assessment"]["ranking"]
     ranked = [r["checkpoint"] for r in board["rows"]]
     assert ranked.index("simnpo") < ranked.index("ga")

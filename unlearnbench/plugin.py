@@ -874,7 +874,7 @@ def _new_report(config: pytest.Config, options) -> dict:
         "id": run_id,
         "directory": str((base / run_id).resolve()),
         "started_at": _now(),
-        "command": [Path(sys.argv[0]).name, *config.invocation_params.args],
+        "command": [_program(), *config.invocation_params.args],
         "cwd": os.getcwd(),
         "options": {
             "models": [{"name": s.name, "source": s.source} for s in options.models],
@@ -893,6 +893,12 @@ def _new_report(config: pytest.Config, options) -> dict:
         "strict_ci": options.strict_ci,
         "anchors": _anchors(options),
     })
+
+
+def _program() -> str:
+    """How the run was started: `pytest`, or `python -m pytest` (argv[0] is then pytest's __main__.py)."""
+    name = Path(sys.argv[0]).name
+    return "python -m pytest" if name == "__main__.py" else name
 
 
 def _anchors(options) -> dict[str, str]:
