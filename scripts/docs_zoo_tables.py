@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
         (out / f"{suite}.md").write_text(suite_table(report, suite), encoding="utf-8")
         if suite in KEY_METRICS:
             (out / f"{suite}-metrics.md").write_text(metrics_table(report, suite, KEY_METRICS[suite]), encoding="utf-8")
-    print(f"wrote {len(suites)} tables to {out}")
+    print(f"wrote the tables of {len(suites)} suites to {out}")
     return 0
 
 
