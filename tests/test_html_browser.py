@@ -8,10 +8,8 @@ Screenshots are saved under reports/screenshots/."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -85,19 +83,9 @@ def zoo_report(tmp_path_factory, zoo_family, cache_dir):
 def sweep_report(zoo_report, tmp_path_factory):
     """150 checkpoints: the zoo's candidates copied with jittered values under
     sweep-like names (long ones too), rendered by `unlearnbench html`."""
-    report = json.loads(zoo_report.with_name("report.json").read_text())
-    report.pop("assessment", None)
-    rng = random.Random(0)
-    sources = [n for n in report["checkpoints"] if n not in report["run"]["anchors"] and not n.startswith("smoke")]
-    for k in range(150 - len(report["checkpoints"])):
-        source = sources[k % len(sources)]
-        clone = copy.deepcopy(report["checkpoints"][source])
-        for suite in clone["suites"].values():
-            for metric in suite["metrics"].values():
-                if isinstance(metric.get("value"), float) and 0 <= metric["value"] <= 1:
-                    metric["value"] = min(1.0, max(0.0, metric["value"] + rng.uniform(-0.1, 0.1)))
-        name = f"{source}-lr{rng.choice(['1e-5', '3e-5', '1e-4'])}-run{k}" + ("-long-run-name" * (k % 7 == 0))
-        report["checkpoints"][name] = clone
+    from unlearnbench.fixtures.sweeps import clone_sweep
+
+    report = clone_sweep(json.loads(zoo_report.with_name("report.json").read_text()), 150)
     path = tmp_path_factory.mktemp("sweep") / "report.json"
     path.write_text(json.dumps(report))
     subprocess.run([sys.executable, "-m", "unlearnbench.cli", "html", str(path)], check=True, capture_output=True)
