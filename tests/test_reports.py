@@ -78,6 +78,7 @@ def test_report_md_and_flat_results(tmp_path, monkeypatch):
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     files = write_outputs(report, tmp_path / "run")
+    assert list(json.loads(files.json.read_text()))[:4] == ["schema", "schema_version", "assessment", "run"]
     md = files.markdown.read_text()
     assert "| good | **PASS** | s 1/1 |" in md and "| bad | **FAIL** | s 0/1 |" in md
     assert "| bad | `s.c1` | 0.3 (n=2) | >= 0.5 |" in md
