@@ -49,6 +49,7 @@ def _stream() -> TextIO | None:
 
 @contextlib.contextmanager
 def step(what: str) -> Iterator[None]:
+    global _broken_at
     stream = _stream() if _enabled else None
     if stream is None:
         yield
@@ -56,7 +57,6 @@ def step(what: str) -> Iterator[None]:
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     prefix = f"[unlearnbench{' ' + worker if worker else ''}] "
     in_place = worker is None and stream.isatty()
-    global _broken_at
     width = _line_width() if worker is None else 0
     if width and width != _broken_at:
         stream.write("\n")

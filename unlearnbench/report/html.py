@@ -18,14 +18,14 @@ import json
 import math
 
 from unlearnbench.report import svg
-from unlearnbench.report.text import bound_text, half_width
-from unlearnbench.report.verdicts import assess
+from unlearnbench.report.text import SYMBOLS, bound_text, half_width
+from unlearnbench.report.verdicts import assess, suite_counts
 
 OUTCOME_ORDER = {"fail": 0, "error": 1, "inconclusive": 2, "pass": 3, "skip": 4}
 SYMBOL = {"pass": "✓", "fail": "✗", "error": "!", "inconclusive": "?", "skip": "–"}
 TEXT_FIELDS = ("generation", "reply", "continuation")
 # A metric with no per-item values of its own, and the per-item metric behind it.
-PER_ITEM_OF = {"forget_quality": "forget_truth_ratio", "privleak_magnitude": None}
+PER_ITEM_OF = {"forget_quality": "forget_truth_ratio"}
 TOFU_QUALITY_FLOOR = 1e-12
 
 CSS = """
@@ -280,7 +280,7 @@ def _verdict_table(report: dict, a: dict) -> str:
 
 
 def _bound_label(verdict: dict) -> str:
-    op = {"at_least": "≥", "at_most": "≤"}.get(verdict.get("direction"), "")
+    op = SYMBOLS.get(verdict.get("direction"), "")
     ref = verdict.get("relative_to")
     if ref:
         sign = "−" if verdict.get("direction") == "at_least" else "+"
@@ -351,27 +351,31 @@ def _text(value) -> str:
     return _e(json.dumps(value) if isinstance(value, (list, dict)) else _fmt(value))
 
 
+def _item_details(metrics: dict, source: str, ids) -> dict | None:
+    """{item id: fields} of metric `source`: its own, else those of the first
+    sibling metric whose items share ids with `ids` (e.g. the leak rate's
+    replies sit on the refusal rate)."""
+    def items_of(metric: dict):
+        details = metric.get("details")
+        return details.get("items") if isinstance(details, dict) and isinstance(details.get("items"), dict) else None
+
+    own = items_of(metrics.get(source) or {})
+    if own is not None:
+        return own
+    return next((items for m in metrics.values() if (items := items_of(m)) and set(items) & set(ids)), None)
+
+
 def _items_table(metric_name: str, result: dict, verdict: dict, retain: dict | None) -> str:
     """The check's items: per-item value, the item's fields, and the retain
     model's output for the same item beside the checkpoint's."""
     metrics = result["metrics"]
-    source = PER_ITEM_OF.get(metric_name, metric_name) or metric_name
+    source = PER_ITEM_OF.get(metric_name, metric_name)
     metric = metrics.get(source) or {}
     per_item = metric.get("per_item") or {}
-    details = metric.get("details") if isinstance(metric.get("details"), dict) else {}
-    items = details.get("items") if isinstance(details.get("items"), dict) else None
-    if items is None:  # the items' text sits on a sibling metric (e.g. leak rate: the refusal rate's replies)
-        items = next((m["details"]["items"] for m in metrics.values() if isinstance(m.get("details"), dict)
-                      and isinstance(m["details"].get("items"), dict) and set(per_item) & set(m["details"]["items"])),
-                     None)
-    retain_metric = ((retain or {}).get("metrics") or {}).get(source) or {}
-    retain_items = {}
-    for m in ((retain or {}).get("metrics") or {}).values():
-        if isinstance(m.get("details"), dict) and isinstance(m["details"].get("items"), dict):
-            if items and set(m["details"]["items"]) & set(items):
-                retain_items = m["details"]["items"]
-                if m is retain_metric:
-                    break
+    items = _item_details(metrics, source, per_item)
+    retain_metrics = (retain or {}).get("metrics") or {}
+    retain_metric = retain_metrics.get(source) or {}
+    retain_items = (_item_details(retain_metrics, source, items) or {}) if items else {}
     ids = list(items or per_item)
     if not ids:
         return ""
@@ -410,12 +414,12 @@ def _check_block(name: str, suite: str, check: str, v: dict, result: dict, retai
     value = "" if v.get("value") is None else (
         f"{_fmt(v['value'])}" + (f" ± {hw:.2g} (95% CI {_fmt(v['ci'][0])} to {_fmt(v['ci'][1])})" if hw else "")
         + (f", n = {metric['n']}" if metric.get("n") is not None else ""))
-    bound = bound_text(v)
+    bound = bound_text(v, SYMBOLS)
     if v.get("relative_to") and v.get("reference_value") is not None:
         bound += f" = {v['relative_to']} {_fmt(v['reference_value'])} {'−' if v['direction'] == 'at_least' else '+'} {_fmt(v.get('margin'))}"
     rows = [("verdict", _pill(v["outcome"]) + (' <span class="flag">retain fails this too</span>' if retain_fails else "")),
             ("metric", _e(v.get("metric", ""))), ("value", _e(value)),
-            ("must be", _e(bound.replace(">=", "≥").replace("<=", "≤"))),
+            ("must be", _e(bound)),
             ("why", _e(v.get("rationale", ""))), ("result", _e(v.get("reason", "")))]
     dl = "".join(f"<dt>{k}</dt><dd>{val}</dd>" for k, val in rows if val)
     items = _items_table(v.get("metric") or "", result, v, retain) if v.get("metric") else ""
@@ -434,9 +438,8 @@ def _drilldown(report: dict, a: dict) -> str:
             for check, v in sorted(result["checks"].items(), key=lambda kv: OUTCOME_ORDER.get(kv[1]["outcome"], 9)):
                 blocks.append(_check_block(name, suite, check, v, result, retain,
                                            f"{suite}.{check}" in verdict["retain_fails_too"]))
-        per_suite = ", ".join(f"{s} {c['passed']}/{c['judged']}" for s, c in verdict["suites"].items())
         out.append(f'<details class="cp" id="cp-{_slug(name)}"><summary>{_e(name)}{_badge(verdict["role"])} '
-                   f"{_pill(verdict['verdict'])} <small>{_e(per_suite)}</small></summary>"
+                   f"{_pill(verdict['verdict'])} <small>{_e(suite_counts(verdict))}</small></summary>"
                    f"<p class=\"meta\">{_e(verdict['summary'])}</p>{''.join(blocks)}</details>")
     return "".join(out)
 

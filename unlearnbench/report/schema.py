@@ -185,10 +185,9 @@ def write_outputs(report: dict, directory: Path) -> ReportFiles:
     assessment = assess(report)
     # The answer first, for a reader who opens the JSON: schema, then the assessment, then the rest (in place:
     # callers hold this dict).
-    rest = {key: report.pop(key) for key in list(report) if key not in ("schema", "schema_version", "assessment")}
     report.pop("assessment", None)
-    report["assessment"] = assessment
-    report.update(rest)
+    rest = {key: report.pop(key) for key in list(report) if key not in ("schema", "schema_version")}
+    report.update({"assessment": assessment, **rest})
     files = ReportFiles(json=write_report(report, directory), html=directory / "report.html",
                         markdown=directory / "report.md", csv=directory / "results.csv",
                         jsonl=directory / "results.jsonl")

@@ -139,12 +139,12 @@ def hbars(title: str, categories: list[str], series: dict[str, list], *, axis_la
 
 
 def _place_labels(points: list[tuple[str, float, float]], box: tuple[float, float, float, float],
-                  taken: list[tuple[float, float, float, float]], size: float = 11) -> dict[int, tuple]:
-    """Label positions {point index: (x, y, anchor)} that overlap neither each
-    other, the points, nor `taken`, and stay inside `box`; a point with no free
-    spot gets no label (its name is in the tooltip and the caption)."""
+                  size: float = 11) -> dict[int, tuple[float, float]]:
+    """Label positions {point index: (x, y)} (text-anchor start) that overlap
+    neither each other nor the points, and stay inside `box`; a point with no
+    free spot gets no label (its name is in the tooltip and the caption)."""
     x_min, y_min, x_max, y_max = box
-    boxes = list(taken) + [(px - 5, py - 5, px + 5, py + 5) for _, px, py in points]
+    boxes = [(px - 5, py - 5, px + 5, py + 5) for _, px, py in points]
     placed = {}
     for i, (label, px, py) in enumerate(points):
         w, h = text_width(label, size), size + 2
@@ -160,8 +160,7 @@ def _place_labels(points: list[tuple[str, float, float]], box: tuple[float, floa
             inside = x0 >= x_min and y0 >= y_min and x0 + w <= x_max and y0 + h <= y_max
             if inside and not any(_overlap(candidate, b) for b in boxes):
                 boxes.append(candidate)
-                anchor = "start"
-                placed[i] = (x0, py + dy, anchor)
+                placed[i] = (x0, py + dy)
                 break
     return placed
 
@@ -203,7 +202,7 @@ def scatter(title: str, points: list[tuple[str, float, float]], xlabel: str, yla
                 f'<text x="13" y="{(top + bottom) / 2}" font-size="11" transform="rotate(-90 13 {(top + bottom) / 2})" '
                 f'text-anchor="middle">{_e(ylabel)}</text>')
     pixel = [(label, sx(x), sy(y)) for label, x, y in points]
-    placed = _place_labels(pixel, (left + 1, top + 1, right - 1, bottom - 1), [])
+    placed = _place_labels(pixel, (left + 1, top + 1, right - 1, bottom - 1))
     unlabelled = []
     for i, (label, x, y) in enumerate(points):
         px, py = pixel[i][1], pixel[i][2]
@@ -215,7 +214,7 @@ def scatter(title: str, points: list[tuple[str, float, float]], xlabel: str, yla
             body.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="5" fill="{PALETTE[i % len(PALETTE)]}" '
                         f'fill-opacity="0.85">{tip}</circle>')
         if i in placed:
-            tx, ty, anchor = placed[i]
+            tx, ty = placed[i]
             body.append(f'<text x="{tx:.1f}" y="{ty:.1f}" font-size="11">{_e(label)}</text>')
         else:
             unlabelled.append(label)

@@ -11,7 +11,10 @@ import csv
 import io
 import json
 
+from unlearnbench.report.verdicts import suite_counts
+
 OPS = {"at_least": ">=", "at_most": "<="}
+SYMBOLS = {"at_least": "≥", "at_most": "≤"}  # the same, for the HTML page
 NOT_PASSING = ("fail", "error", "inconclusive")
 FLAT_FIELDS = ("checkpoint", "role", "checkpoint_verdict", "suite", "metric", "value", "ci_low", "ci_high",
                "ci_half_width", "n", "check", "axis", "direction", "bound", "outcome", "retain_fails_too", "reason")
@@ -34,11 +37,11 @@ def value_text(verdict: dict, n=None) -> str:
             + (f" (n={n})" if n is not None else ""))
 
 
-def bound_text(verdict: dict) -> str:
+def bound_text(verdict: dict, ops: dict = OPS) -> str:
     if verdict.get("bound") is None:
         return ""
     ref = verdict.get("relative_to")
-    return f"{OPS.get(verdict.get('direction'), '')} {_g(verdict['bound'])}" + (f" ({ref})" if ref else "")
+    return f"{ops.get(verdict.get('direction'), '')} {_g(verdict['bound'])}" + (f" ({ref})" if ref else "")
 
 
 def _n(checkpoint: dict, suite: str, verdict: dict):
@@ -139,8 +142,7 @@ def markdown(report: dict, *, failing_per_checkpoint: int = 10) -> str:
     for name in a["order"]:
         v = a["verdicts"][name]
         badge = f" *({v['role']}, reference)*" if v["role"] else ""
-        per_suite = ", ".join(f"{suite} {c['passed']}/{c['judged']}" for suite, c in v["suites"].items())
-        out.append(f"| {_md_cell(name)}{badge} | **{v['verdict'].upper()}** | {_md_cell(per_suite)} |")
+        out.append(f"| {_md_cell(name)}{badge} | **{v['verdict'].upper()}** | {_md_cell(suite_counts(v))} |")
     out += ["", "### Ranking", "", _md_cell(board["rule"]), ""]
     if board["rows"]:
         out += ["| rank | checkpoint | verdict | utility failed | forget passed | passed |", "|---|---|---|---|---|---|"]

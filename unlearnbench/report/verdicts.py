@@ -113,11 +113,16 @@ def checkpoint_verdicts(report: dict) -> dict[str, dict]:
     return out
 
 
+def suite_counts(verdict: dict) -> str:
+    """'dusk 5/6, tofu 1/2': checks passed / judged per suite."""
+    return ", ".join(f"{suite} {c['passed']}/{c['judged']}" for suite, c in verdict["suites"].items())
+
+
 def _summary(overall: dict, suites: dict) -> str:
     """'FAIL: 9 of 27 checks fail (3 the retain model fails too); dusk 1/6, ...; first: dusk.x, ...'"""
     if overall.get("lost"):
         return f"FAIL: lost ({overall['lost']})"
-    per_suite = ", ".join(f"{s} {c['passed']}/{c['judged']}" for s, c in suites.items())
+    per_suite = suite_counts({"suites": suites})
     head = overall["verdict"].upper()
     if overall["verdict"] == "fail":
         bad = overall["failed"] + overall["errors"]
@@ -194,8 +199,8 @@ def display_order(report: dict, board: dict) -> list[str]:
     """One checkpoint order for every table: ranked candidates, the unranked
     ones, then the anchors (retain before full)."""
     order = [r["checkpoint"] for r in board["rows"]] + [r["checkpoint"] for r in board["unranked"]]
-    order += [a["checkpoint"] for a in sorted(board["anchors"], key=lambda a: (a["role"] != "retain", a["checkpoint"]))]
-    return order + [n for n in report["checkpoints"] if n not in order]
+    return order + [a["checkpoint"] for a in sorted(board["anchors"],
+                                                    key=lambda a: (a["role"] != "retain", a["checkpoint"]))]
 
 
 def assess(report: dict) -> dict:
