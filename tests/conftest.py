@@ -1,7 +1,15 @@
 """Shared fixtures for the project's own tests.
 
 Every test runs offline (HF_HUB_OFFLINE=1): nothing may come from a hub.
-Zoo checkpoints are built once per test session into a temporary cache.
+
+The fixture zoo is built once per machine: its checkpoints and data are
+content-addressed (a recipe's directory name is the digest of the recipe, its
+corpus and the training code), so every test run shares one store
+(`ZOO_STORE`: the zoo of the default cache, as `pytest suites` builds it, or
+$UNLEARNBENCH_TEST_ZOO). Everything else a run caches (results, reference
+work, fingerprints) starts empty in each test session's own cache, and a test
+that needs a cache of its own takes `fresh_cache(path)`: empty, but for the
+shared zoo.
 """
 
 from __future__ import annotations
@@ -61,9 +69,24 @@ def tofu_items() -> Path:
     return shared_data("uds/tofu_forget10_filtered.json")
 
 
+def zoo_store() -> Path:
+    from unlearnbench.cache import DEFAULT_CACHE_DIR
+
+    return Path(os.environ.get("UNLEARNBENCH_TEST_ZOO") or DEFAULT_CACHE_DIR / "zoo").expanduser()
+
+
+def fresh_cache(path: Path) -> Path:
+    """An empty unlearnbench cache at `path` whose zoo is the shared store."""
+    path.mkdir(parents=True, exist_ok=True)
+    store = zoo_store()
+    store.mkdir(parents=True, exist_ok=True)
+    (path / "zoo").symlink_to(store, target_is_directory=True)
+    return path
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("unlearnbench-cache")
+    return fresh_cache(tmp_path_factory.mktemp("unlearnbench-cache"))
 
 
 @pytest.fixture(scope="session")

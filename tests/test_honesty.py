@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -141,16 +142,10 @@ def test_forced_position_c_gives_the_positional_bias_signature(zoo_family):
     from unlearnbench.models.handle import ModelHandle
 
     handle = ModelHandle.load(str(zoo_family["full"]), device="cpu")
-    third = sorted(reply_label_tokens(handle, "Cc3").values())
-
-    def force_third(input_ids, scores):
-        scores = scores.clone()
-        scores[:, third] += 1e4
-        return scores
-
+    third = set(reply_label_tokens(handle, "Cc3").values())
     items = people_items(8)
     mcq = honesty.build_mcq(items, items, seed=1)
-    choices = honesty.mcq_choices(handle, mcq, logits_processor=force_third)
+    choices = honesty.mcq_choices(Steered(handle, lambda prompt, column: column in third), mcq)
     assert (choices["idk"]["choice"] == 2).all() and (choices["control"]["choice"] == 2).all()
     metrics = honesty.mcq_metrics(mcq, choices, honesty.MCQ_FORMATS, {})
     expected = sum(m.extra_position == 2 for m in mcq) / len(mcq)
@@ -173,22 +168,36 @@ def reply_label_tokens(handle, labels: str) -> dict[str, int]:
     return dict(zip(labels, honesty.label_token_ids(handle, prompt, tuple(labels))))
 
 
-def idk_oracle(handle, only_hint_formats: bool):
-    """A logits processor for a model that picks "I don't know" whenever it is
-    offered (optionally only when the prompt invites it), else answers as is."""
+class Steered:
+    """A model whose next-token choice is steered: the label tokens for which
+    `boost(prompt, token)` holds get +1e4 over the model's own log-probs (a
+    test's stand-in for a model trained to choose them)."""
+
+    def __init__(self, model, boost):
+        self.model, self.boost = model, boost
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def next_token(self, prompts, columns=None):
+        own = self.model.next_token(prompts, columns)
+        own.logprobs = [values + 1e4 * np.array([self.boost(p, c) for c in cols])
+                        for p, cols, values in zip(prompts, columns, own.logprobs)]
+        return own
+
+
+def idk_oracle(handle, only_hint_formats: bool) -> Steered:
+    """A model that picks "I don't know" whenever it is offered (optionally
+    only when the prompt invites it), else answers as it would."""
     labels = reply_label_tokens(handle, "ABCDEabcde12345")
 
-    def process(input_ids, scores):
-        scores = scores.clone()
-        for row, ids in enumerate(input_ids):
-            text = handle.tokenizer.decode(ids, skip_special_tokens=True)
-            idk_lines = [t for t in text.splitlines() if t.endswith(f". {honesty.IDK_OPTION}")]
-            line = idk_lines[0] if idk_lines else None
-            if line and (not only_hint_formats or "If you are not sure" in text):
-                scores[row, labels[line.split(".")[0]]] += 1e4
-        return scores
+    def boost(prompt: str, token: int) -> bool:
+        idk_lines = [t for t in prompt.splitlines() if t.endswith(f". {honesty.IDK_OPTION}")]
+        if not idk_lines or (only_hint_formats and "If you are not sure" not in prompt):
+            return False
+        return token == labels[idk_lines[0].split(".")[0]]
 
-    return process
+    return Steered(handle, boost)
 
 
 def test_mcq_checks_pass_an_honest_chooser_and_fail_a_format_bound_one(zoo_family):
@@ -201,12 +210,12 @@ def test_mcq_checks_pass_an_honest_chooser_and_fail_a_format_bound_one(zoo_famil
     gate = honesty_gate()
     items = people_items(5)
     mcq = honesty.build_mcq(items, items, seed=0)
-    honest = honesty.mcq_metrics(mcq, honesty.mcq_choices(handle, mcq, logits_processor=idk_oracle(handle, False)),
+    honest = honesty.mcq_metrics(mcq, honesty.mcq_choices(idk_oracle(handle, False), mcq),
                                  honesty.MCQ_FORMATS, {})
     assert honest["mcq_idk_rate"].value == 1.0 and honest["mcq_idk_rate_std"].value == 0
     assert gate["mcq_idk_beyond_position"].judge(honest).outcome == "pass"
     assert gate["mcq_idk_stable_across_formats"].judge(honest).outcome == "pass"
-    hinted = honesty.mcq_metrics(mcq, honesty.mcq_choices(handle, mcq, logits_processor=idk_oracle(handle, True)),
+    hinted = honesty.mcq_metrics(mcq, honesty.mcq_choices(idk_oracle(handle, True), mcq),
                                  honesty.MCQ_FORMATS, {})
     per_format = hinted["mcq_idk_rate"].details["per_format"]
     assert all(per_format[f.name]["cir"] == 1.0 for f in honesty.MCQ_FORMATS if f.idk_hint)

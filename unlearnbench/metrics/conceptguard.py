@@ -38,13 +38,13 @@ from unlearnbench.metrics.judges import (
 from unlearnbench.metrics.text import rouge
 
 
-def split_text(handle, text: str, prefix_tokens: int, reference_tokens: int) -> tuple[str, str]:
+def split_text(model, text: str, prefix_tokens: int, reference_tokens: int) -> tuple[str, str]:
     """(prompt, reference): the first `prefix_tokens` tokens of the text, at
     most half of it so that a short text still leaves something to recall,
     and the next `reference_tokens` tokens."""
-    ids = handle.encode(text, add_special_tokens=False)
+    ids = model.encode(text, add_special_tokens=False)
     cut = max(1, min(prefix_tokens, len(ids) // 2))
-    return handle.decode(ids[:cut]), handle.decode(ids[cut: cut + reference_tokens])
+    return model.decode(ids[:cut]), model.decode(ids[cut: cut + reference_tokens])
 
 
 def separation(per_concept: dict[str, dict]) -> dict[str, float]:
@@ -83,32 +83,32 @@ def _weighted_ci(pair_values: list[tuple[str, float]], key: str) -> tuple[float,
 _JUDGES: dict[tuple, object] = {}  # one judge (one loaded judge model) per process
 
 
-def judge_for(data: ConceptGuardData, handle, refs: References):
+def judge_for(data: ConceptGuardData, model, refs: References):
     params = data.params
-    key = (params["judge"], params["judge_model"], params["embedder"], str(handle.device))
+    key = (params["judge"], params["judge_model"], params["embedder"], str(model.device))
     if key not in _JUDGES:
         _JUDGES[key] = make_judge(params["judge"], model=params["judge_model"], embedder=params["embedder"],
-                                  device=str(handle.device), load_model=refs.load_model)
+                                  device=str(model.device), load_model=refs.load_model)
     return CachedJudge(_JUDGES[key], refs.memo)
 
 
-def evaluate(handle, data: ConceptGuardData, refs: References | None = None, *, judge=None) -> dict:
+def evaluate(model, data: ConceptGuardData, refs: References | None = None, *, judge=None) -> dict:
     refs = refs or References()
     params = dict(data.params)
     pairs = data.pairs
     # 1. continuations: harmful texts then benign texts
-    splits = [split_text(handle, text, params["prefix_tokens"], params["reference_tokens"])
+    splits = [split_text(model, text, params["prefix_tokens"], params["reference_tokens"])
               for text in [p.harmful_text for p in pairs] + [p.benign_text for p in pairs]]
-    continuations = handle.generate([s[0] for s in splits], max_new_tokens=params["max_new_tokens"])
+    continuations = model.generate([s[0] for s in splits], max_new_tokens=params["max_new_tokens"])
     mem = [rouge(ref, gen)["rougeL_f1"] for (_, ref), gen in zip(splits, continuations)]
     # 2. query replies
     queries = [p.harmful_query for p in pairs] + [p.benign_query for p in pairs]
-    replies = handle.generate([first_turn_prompt(handle, q) for q in queries],
+    replies = model.generate([first_turn_prompt(model, q) for q in queries],
                               max_new_tokens=params["max_new_tokens"], stop_strings=STOP_STRINGS)
     texts = [p.harmful_text for p in pairs] + [p.benign_text for p in pairs]
     qa = [rouge(ref, reply)["rougeL_f1"] for ref, reply in zip(texts, replies)]
     # 3. judge
-    judge = judge or judge_for(data, handle, refs)
+    judge = judge or judge_for(data, model, refs)
     n = len(pairs)
     requests = [JudgeRequest(HARM if i < n else HELP, q, r, ref, p.harmful_text, p.benign_text)
                 for i, (q, r, ref, p) in enumerate(zip(queries, replies, texts, pairs + pairs))]

@@ -52,10 +52,10 @@ def qa_prompt(question: str) -> str:
     return f"Question: {question}\nAnswer: "
 
 
-def verbatim_references(handle, data: DuskData) -> list[str]:
+def verbatim_references(model, data: DuskData) -> list[str]:
     """The first `verbatim_reference_tokens` tokens of each ground truth."""
     limit = data.params["verbatim_reference_tokens"]
-    return [handle.decode(handle.encode(item.gt, add_special_tokens=False)[:limit]) for item in data.verbatim]
+    return [model.decode(model.encode(item.gt, add_special_tokens=False)[:limit]) for item in data.verbatim]
 
 
 def verbatim_metrics(references: list[str], generations: list[str], ids: list[str], prompts: list[str],
@@ -108,30 +108,31 @@ def mia_texts(data: DuskData) -> dict[str, list[str]]:
     return {"forget": [data.forget_text], "retain": data.retain_texts, "holdout": [data.holdout]}
 
 
-def membership_scores(handle, data: DuskData) -> dict:
-    return mia.score_texts(handle, mia_texts(data), data.params["mia_chunk_tokens"], data.params["mink_k"])
+def membership_scores(model, data: DuskData) -> dict:
+    return mia.score_texts(model, mia_texts(data), data.params["mia_chunk_tokens"], data.params["mink_k"])
 
 
-def membership_metrics(model: dict, retain: dict | None, params: dict, score: str = mia.DEFAULT_SCORE) -> dict:
+def membership_metrics(own: dict, retain: dict | None, params: dict, score: str = mia.DEFAULT_SCORE) -> dict:
     """AUC(holdout, forget), PL, |PL| and RD from the `score` of each chunk
-    (DUSK's membership metrics; MUSE's PrivLeak is the same PL)."""
-    aucs = {s: mia.auc(model["holdout"][s], model["forget"][s]) for s in model["forget"]}
-    n = len(model["forget"][score]) + len(model["holdout"][score])
+    under the evaluated model (`own`) and the retain model (DUSK's membership
+    metrics; MUSE's PrivLeak is the same PL)."""
+    aucs = {s: mia.auc(own["holdout"][s], own["forget"][s]) for s in own["forget"]}
+    n = len(own["forget"][score]) + len(own["holdout"][score])
     out = {"mia_auc_holdout_forget": MetricResult(
-        "mia_auc_holdout_forget", aucs[score], n, _auc_ci(model, score), higher_is_better=True, ideal="retain",
+        "mia_auc_holdout_forget", aucs[score], n, _auc_ci(own, score), higher_is_better=True, ideal="retain",
         params={**params, "score": score},
         details={"auc_holdout_forget_by_score": aucs,
-                 "chunks": {k: len(v[score]) for k, v in model.items()}})}
+                 "chunks": {k: len(v[score]) for k, v in own.items()}})}
     if retain is None:
         reason = "needs --retain-model (PL and RD compare AUCs with the retain model's)"
         for name in MEMBERSHIP_METRICS[1:]:
             out[name] = Unavailable(name, reason)
         return out
     h_m, h_r = aucs[score], mia.auc(retain["holdout"][score], retain["forget"][score])
-    a_m = mia.auc(model["retain"][score], model["holdout"][score])
+    a_m = mia.auc(own["retain"][score], own["holdout"][score])
     a_r = mia.auc(retain["retain"][score], retain["holdout"][score])
     out["mia_auc_holdout_forget"].details["retain_auc_holdout_forget"] = h_r
-    pl_ci, pl_abs_ci, rd_ci, dropped = mia.bootstrap_pl_rd(model, retain, score)
+    pl_ci, pl_abs_ci, rd_ci, dropped = mia.bootstrap_pl_rd(own, retain, score)
     common = {"score": score, "auc_holdout_forget": {"model": h_m, "retain": h_r},
               "auc_retain_holdout": {"model": a_m, "retain": a_r}}
     pl_params = {**params, "score": score, "sign_convention": PL_SIGN}
@@ -162,30 +163,30 @@ def membership_metrics(model: dict, retain: dict | None, params: dict, score: st
     return out
 
 
-def _auc_ci(model: dict, score: str) -> tuple[float, float]:
-    matrix = mia.comparison_matrix(model["holdout"][score], model["forget"][score])
+def _auc_ci(own: dict, score: str) -> tuple[float, float]:
+    matrix = mia.comparison_matrix(own["holdout"][score], own["forget"][score])
     holdout, forget = bootstrap_indices(matrix.shape)
     return percentile_ci([matrix[np.ix_(h, f)].mean() for h, f in zip(holdout, forget)])
 
 
-def evaluate(handle, data: DuskData, refs: References | None = None) -> dict:
+def evaluate(model, data: DuskData, refs: References | None = None) -> dict:
     refs = refs or References()
     params = dict(data.params)
-    embedder = Embedder(params["embedder"], device=str(handle.device))
+    embedder = Embedder(params["embedder"], device=str(model.device))
 
-    references = verbatim_references(handle, data)
+    references = verbatim_references(model, data)
     prompts = [item.prompt for item in data.verbatim]
-    generations = handle.generate(prompts, max_new_tokens=params["verbatim_max_new_tokens"])
+    generations = model.generate(prompts, max_new_tokens=params["verbatim_max_new_tokens"])
     out = verbatim_metrics(references, generations, [v.id for v in data.verbatim], prompts, embedder, params)
 
     order = [(name, q) for name in QA_SETS.values() for q in data.qa[name]]
-    replies = handle.generate([qa_prompt(q.question) for _, q in order], prefix=qa_prefix(data),
+    replies = model.generate([qa_prompt(q.question) for _, q in order], prefix=qa_prefix(data),
                               max_new_tokens=params["qa_max_new_tokens"], stop_strings=QA_STOP_STRINGS)
     by_set = {name: [r for (n, _), r in zip(order, replies) if n == name] for name in QA_SETS.values()}
     out |= knowledge_metrics(data, by_set, params)
 
     try:
-        scores = membership_scores(handle, data)
+        scores = membership_scores(model, data)
         retain = None if refs.retain is None else refs.memo.get_or_compute(
             "membership-scores", {"retain": refs.retain}, params, lambda: membership_scores(refs.retain, data))
     except MissingCapability as exc:  # Min-K%++ needs the full next-token distribution

@@ -183,7 +183,7 @@ def split_trailing_space(prompt: str) -> tuple[str, str]:
     return stripped, prompt[len(stripped):]
 
 
-def label_token_ids(handle, prompt: str, labels: tuple[str, ...], lead: str = "") -> list[int]:
+def label_token_ids(model, prompt: str, labels: tuple[str, ...], lead: str = "") -> list[int]:
     """The token each label would be as the reply's first token after `prompt`.
 
     The label is the single token that extends the prompt's tokens: `lead`
@@ -192,25 +192,25 @@ def label_token_ids(handle, prompt: str, labels: tuple[str, ...], lead: str = ""
     space ("Answer:" + " A": replies there begin with one), then without;
     after a newline, the label alone; else the label's own first token.
     """
-    base = handle.encode_prompt(prompt)
+    base = model.encode_prompt(prompt)
     ids = []
     for label in labels:
         token = None
         texts = (lead + label,) if lead else (label,) if prompt[-1:].isspace() else (" " + label, label)
         for text in texts:
-            extended = handle.encode_prompt(prompt + text)
+            extended = model.encode_prompt(prompt + text)
             if len(extended) == len(base) + 1 and extended[: len(base)] == base:
                 token = extended[-1]
                 break
         if token is None:
-            token = handle.encode(label, add_special_tokens=False)[0]
+            token = model.encode(label, add_special_tokens=False)[0]
         ids.append(token)
     if len(set(ids)) != len(ids):
         raise ValueError(f"MCQ labels {labels} do not map to distinct tokens of this tokenizer")
     return ids
 
 
-def mcq_requests(handle, mcq: list[MCQItem], formats=MCQ_FORMATS) -> tuple[list[str], list[list[int]], list[tuple]]:
+def mcq_requests(model, mcq: list[MCQItem], formats=MCQ_FORMATS) -> tuple[list[str], list[list[int]], list[tuple]]:
     """Every MCQ prompt (format x variant x item), its label tokens, and its
     (format index, variant, item index, inserted-option index, gold index)."""
     prompts, columns, keys = [], [], []
@@ -221,22 +221,22 @@ def mcq_requests(handle, mcq: list[MCQItem], formats=MCQ_FORMATS) -> tuple[list[
                 extra = IDK_OPTION if variant == "idk" else item.control
                 options, gold = insert_option(item.options, item.gold_index, extra, item.extra_position)
                 prompt, lead = split_trailing_space(
-                    handle.format_chat([{"role": "user", "content": fmt.prompt(item.question, options)}]))
-                labels = labels or label_token_ids(handle, prompt, fmt.labels, lead)
+                    model.format_chat([{"role": "user", "content": fmt.prompt(item.question, options)}]))
+                labels = labels or label_token_ids(model, prompt, fmt.labels, lead)
                 prompts.append(prompt)
                 columns.append(labels)
                 keys.append((f, variant, i, item.extra_position, gold))
     return prompts, columns, keys
 
 
-def mcq_choices(handle, mcq: list[MCQItem], formats=MCQ_FORMATS, logits_processor=None) -> dict:
+def mcq_choices(model, mcq: list[MCQItem], formats=MCQ_FORMATS) -> dict:
     """Chosen option per (variant, format, item): argmax of the label log-probs.
 
     Returns {"idk": array, "control": array} of chosen indices (formats x
     items) and, in the same layout, the inserted-option and gold indices.
     """
-    prompts, columns, keys = mcq_requests(handle, mcq, formats)
-    scored = handle.next_token(prompts, columns, logits_processor=logits_processor)
+    prompts, columns, keys = mcq_requests(model, mcq, formats)
+    scored = model.next_token(prompts, columns)
     shape = (len(formats), len(mcq))
     out = {name: {part: np.zeros(shape, dtype=np.int64) for part in ("choice", "extra", "gold")}
            for name in ("idk", "control")}
@@ -302,17 +302,17 @@ def is_consistent(reply: str, gold: str, detector: RefusalDetector) -> bool:
     return detector.is_refusal(rest)
 
 
-def first_turn_prompt(handle, question: str) -> str:
+def first_turn_prompt(model, question: str) -> str:
     """The question as the first user turn, up to where the reply begins
     (trailing spaces belong to the reply: `split_trailing_space`)."""
-    return split_trailing_space(handle.format_chat([{"role": "user", "content": question}]))[0]
+    return split_trailing_space(model.format_chat([{"role": "user", "content": question}]))[0]
 
 
-def followup_prompt(handle, question: str, reply: str) -> str:
+def followup_prompt(model, question: str, reply: str) -> str:
     """The first exchange replayed, then FOLLOWUP. A reply generated after
     `first_turn_prompt` begins with the space the prompt gave it (SPEC §0);
     the template writes that space itself ("Answer: {content}")."""
-    return handle.format_chat([{"role": "user", "content": question},
+    return model.format_chat([{"role": "user", "content": question},
                                {"role": "assistant", "content": reply.lstrip(" \t")},
                                {"role": "user", "content": FOLLOWUP}])
 
@@ -338,16 +338,16 @@ def dialogue_metrics(items: list[HonestyItem], replies: list[str], prefix: str, 
     return out, labels
 
 
-def evaluate(handle, data: HonestyData, refs: References | None = None, *,
+def evaluate(model, data: HonestyData, refs: References | None = None, *,
              detector: RefusalDetector | None = None) -> dict:
-    """Every honesty metric of `handle` (no reference-model work: `refs` is unused)."""
+    """Every honesty metric of `model` (no reference-model work: `refs` is unused)."""
     detector = detector or RefusalDetector()
-    params = {**data.params, "dialogue": "chat template" if handle.has_chat_template else "plain fallback",
+    params = {**data.params, "dialogue": "chat template" if model.has_chat_template else "plain fallback",
               "mcq_seed": run_seed()}
     sets = {name: items for name, items in data.sets.items() if items}
     order = [(name, q) for name, items in sets.items() for q in items]
-    prompts = [first_turn_prompt(handle, q.question) for _, q in order]
-    replies = handle.generate(prompts, max_new_tokens=params["max_new_tokens"], stop_strings=STOP_STRINGS)
+    prompts = [first_turn_prompt(model, q.question) for _, q in order]
+    replies = model.generate(prompts, max_new_tokens=params["max_new_tokens"], stop_strings=STOP_STRINGS)
     by_set = {name: [r for (n, _), r in zip(order, replies) if n == name] for name in sets}
 
     out: dict = {}
@@ -363,12 +363,12 @@ def evaluate(handle, data: HonestyData, refs: References | None = None, *,
                 out[metric] = Unavailable(metric, f"the honesty data has no {name} set ({data.source})")
 
     forget = sets["forget"]
-    out |= followup_metrics(handle, forget, by_set["forget"], labels["forget"], params, detector)
+    out |= followup_metrics(model, forget, by_set["forget"], labels["forget"], params, detector)
     mcq = build_mcq(forget, [q for items in sets.values() for q in items], run_seed())
-    out |= mcq_metrics(mcq, mcq_choices(handle, mcq), MCQ_FORMATS, params)
+    out |= mcq_metrics(mcq, mcq_choices(model, mcq), MCQ_FORMATS, params)
 
     try:
-        entropy = handle.next_token([p for (n, _), p in zip(order, prompts) if n == "forget"]).entropy
+        entropy = model.next_token([p for (n, _), p in zip(order, prompts) if n == "forget"]).entropy
     except MissingCapability as exc:
         out["first_token_entropy"] = Unavailable("first_token_entropy", str(exc))
     else:
@@ -378,13 +378,13 @@ def evaluate(handle, data: HonestyData, refs: References | None = None, *,
     return out
 
 
-def followup_metrics(handle, items, replies, labels, params, detector) -> dict[str, MetricResult]:
+def followup_metrics(model, items, replies, labels, params, detector) -> dict[str, MetricResult]:
     refused = [i for i, lab in enumerate(labels) if lab == REFUSAL]
-    prompts = [followup_prompt(handle, items[i].question, replies[i]) for i in refused]
-    second = handle.generate(prompts, max_new_tokens=params["followup_max_new_tokens"],
+    prompts = [followup_prompt(model, items[i].question, replies[i]) for i in refused]
+    second = model.generate(prompts, max_new_tokens=params["followup_max_new_tokens"],
                              stop_strings=STOP_STRINGS) if prompts else []
     consistent = {items[i].id: is_consistent(r, items[i].answer, detector) for i, r in zip(refused, second)}
-    replayed = sum(p.startswith(first_turn_prompt(handle, items[i].question) + replies[i])
+    replayed = sum(p.startswith(first_turn_prompt(model, items[i].question) + replies[i])
                    for i, p in zip(refused, prompts))
     details = {"items": {items[i].id: {"first_reply": replies[i], "second_reply": r,
                                        "consistent": consistent[items[i].id]} for i, r in zip(refused, second)},

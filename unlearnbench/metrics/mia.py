@@ -53,7 +53,7 @@ def chunk_scores(logprobs: np.ndarray, vocab_mean: np.ndarray | None, vocab_var:
     return scores
 
 
-def chunk_token_ids(handle, text: str, chunk_tokens: int, *, truncate: bool = False) -> list[list[int]]:
+def chunk_token_ids(model, text: str, chunk_tokens: int, *, truncate: bool = False) -> list[list[int]]:
     """Non-overlapping chunks of `chunk_tokens` tokens, each with the
     tokenizer's BOS (if any) in front so its first token is scored too.
 
@@ -65,30 +65,30 @@ def chunk_token_ids(handle, text: str, chunk_tokens: int, *, truncate: bool = Fa
     `truncate`: one sample per text, its first `chunk_tokens` tokens (MUSE's
     convention: each article is one member or non-member, cut at 2048 tokens).
     """
-    bos = handle.encode("", add_special_tokens=True)
+    bos = model.encode("", add_special_tokens=True)
     size = chunk_tokens - len(bos)
-    ids = handle.encode(text, add_special_tokens=False)
+    ids = model.encode(text, add_special_tokens=False)
     if len(ids) < size or truncate:
         ids = ids[:size]
         return [bos + ids] if len(bos + ids) > 1 else []
     return [bos + ids[i : i + size] for i in range(0, len(ids) - size + 1, size)]
 
 
-def score_texts(handle, texts: dict[str, list[str]], chunk_tokens: int, k: float, *,
+def score_texts(model, texts: dict[str, list[str]], chunk_tokens: int, k: float, *,
                 truncate: bool = False, vocab_stats: bool = True, floor: bool = False) -> dict[str, dict[str, list]]:
     """{set name: {score name: [per chunk]}} from ONE teacher-forced pass per
     chunk (per text with `truncate`: see `chunk_token_ids`). Without
     `vocab_stats` the pass needs only the chunk's own log-probs (an endpoint
     gives them) and every score but Min-K%++ is there. `floor`: see
     `lowest_fraction_mean`."""
-    chunk_tokens = min(chunk_tokens, handle.context_length)
+    chunk_tokens = min(chunk_tokens, model.context_length)
     chunks = [(name, ids) for name, items in texts.items() for text in items
-              for ids in chunk_token_ids(handle, text, chunk_tokens, truncate=truncate)]
-    bos = len(handle.encode("", add_special_tokens=True))
-    scored = handle.token_logprobs([ids for _, ids in chunks], [max(bos, 1)] * len(chunks), vocab_stats=vocab_stats)
+              for ids in chunk_token_ids(model, text, chunk_tokens, truncate=truncate)]
+    bos = len(model.encode("", add_special_tokens=True))
+    scored = model.token_logprobs([ids for _, ids in chunks], [max(bos, 1)] * len(chunks), vocab_stats=vocab_stats)
     out = {name: {s: [] for s in SCORES if vocab_stats or s != "minkpp"} for name in texts}
     for (name, ids), s in zip(chunks, scored):
-        text = handle.decode(ids)
+        text = model.decode(ids)
         for score, value in chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, text, k, floor=floor).items():
             out[name][score].append(value)
     return out

@@ -39,7 +39,7 @@ def is_reference(data: MuseData) -> bool:
     return data.params["convention"] == "reference"
 
 
-def membership_scores(handle, data: MuseData) -> dict:
+def membership_scores(model, data: MuseData) -> dict:
     """Every membership score of every PrivLeak text, each text one sample cut
     at `privleak_max_tokens`; the vocabulary statistics only for Min-K%++ (so
     an endpoint gives OpenUnlearning's Min-K% privleak). Under the reference
@@ -48,35 +48,35 @@ def membership_scores(handle, data: MuseData) -> dict:
     params = data.params
     vocab_stats, floor = params["privleak_score"] == "minkpp", floor_count(params)
     if not is_reference(data):
-        return mia.score_texts(handle, data.privleak, params["privleak_max_tokens"], params["mink_k"],
+        return mia.score_texts(model, data.privleak, params["privleak_max_tokens"], params["mink_k"],
                                truncate=True, vocab_stats=vocab_stats, floor=floor)
-    samples = [(name, openunlearning.encode_completion(handle, "", text, params["privleak_max_tokens"],
+    samples = [(name, openunlearning.encode_completion(model, "", text, params["privleak_max_tokens"],
                                                        insert_space=False))
                for name, texts in data.privleak.items() for text in texts]
-    scored = openunlearning.score(handle, [e for _, e in samples], vocab_stats=vocab_stats)
+    scored = openunlearning.score(model, [e for _, e in samples], vocab_stats=vocab_stats)
     out = {name: {s: [] for s in mia.SCORES if vocab_stats or s != "minkpp"} for name in data.privleak}
     for (name, encoded), scores in zip(samples, scored):
         scores = openunlearning.labels_but_last(scores)
         for score, value in mia.chunk_scores(scores.logprobs, scores.vocab_mean, scores.vocab_var,
-                                             handle.decode(encoded.ids), params["mink_k"], floor=floor,
+                                             model.decode(encoded.ids), params["mink_k"], floor=floor,
                                              variance_floor=True).items():
             out[name][score].append(value)
     return out
 
 
-def memorization_metrics(handle, data: MuseData, params: dict) -> dict:
+def memorization_metrics(model, data: MuseData, params: dict) -> dict:
     """Extraction strength and exact memorization of the VerbMem continuations,
     from one teacher-forced pass: the continuation after its opening
     (`encode_pair`), or under the reference convention OpenUnlearning's
     `opening + " " + continuation` and every label but the last."""
     if is_reference(data):
-        encoded = [openunlearning.encode_completion(handle, v.prompt, v.gt, openunlearning.MAX_COMPLETION_TOKENS,
+        encoded = [openunlearning.encode_completion(model, v.prompt, v.gt, openunlearning.MAX_COMPLETION_TOKENS,
                                                     insert_space=True) for v in data.verbmem]
-        scored = [openunlearning.labels_but_last(s) for s in openunlearning.score(handle, encoded)]
+        scored = [openunlearning.labels_but_last(s) for s in openunlearning.score(model, encoded)]
     else:
-        scored = handle.score_continuations([v.prompt for v in data.verbmem], [v.gt for v in data.verbmem])
+        scored = model.score_continuations([v.prompt for v in data.verbmem], [v.gt for v in data.verbmem])
     if scored[0].argmax is None:
-        reason = f"{handle.name}: the backend gives no teacher-forced argmax"
+        reason = f"{model.name}: the backend gives no teacher-forced argmax"
         return {name: Unavailable(name, reason) for name in ("extraction_strength", "exact_memorization")}
     return {name: mean_result(name, {v.id: function(s.argmax, s.token_ids) for v, s in zip(data.verbmem, scored)},
                               higher_is_better=False, params=params, ideal="retain")
@@ -84,20 +84,20 @@ def memorization_metrics(handle, data: MuseData, params: dict) -> dict:
                                    ("exact_memorization", exact_memorization))}
 
 
-def verbmem_replies(handle, data: MuseData) -> tuple[list[str], list[str]]:
+def verbmem_replies(model, data: MuseData) -> tuple[list[str], list[str]]:
     """(continuations of each VerbMem opening, what they are compared with):
     the given continuation, or under the reference convention
     OpenUnlearning's decoded label text and cleaned-up replies."""
     prompts, max_new_tokens = [v.prompt for v in data.verbmem], data.params["verbmem_max_new_tokens"]
     if not is_reference(data):
-        return handle.generate(prompts, max_new_tokens=max_new_tokens), [v.gt for v in data.verbmem]
-    encoded = [openunlearning.encode_completion(handle, v.prompt, v.gt, openunlearning.MAX_COMPLETION_TOKENS,
+        return model.generate(prompts, max_new_tokens=max_new_tokens), [v.gt for v in data.verbmem]
+    encoded = [openunlearning.encode_completion(model, v.prompt, v.gt, openunlearning.MAX_COMPLETION_TOKENS,
                                                 insert_space=True) for v in data.verbmem]
-    return (openunlearning.generate(handle, prompts, max_new_tokens=max_new_tokens),
-            [openunlearning.reference_text(handle, e, whole=False) for e in encoded])
+    return (openunlearning.generate(model, prompts, max_new_tokens=max_new_tokens),
+            [openunlearning.reference_text(model, e, whole=False) for e in encoded])
 
 
-def knowmem_replies(handle, data: MuseData, split: str) -> tuple[list, list[str]]:
+def knowmem_replies(model, data: MuseData, split: str) -> tuple[list, list[str]]:
     """(items, replies) of one KnowMem set behind its ICL examples: DUSK's
     plain QA block, or under the reference convention OpenUnlearning's
     templated few-shot conversation, the items' answers being its decoded
@@ -105,33 +105,33 @@ def knowmem_replies(handle, data: MuseData, split: str) -> tuple[list, list[str]
     items, icl = data.knowmem[split], data.icl(split)
     max_new_tokens = data.params["knowmem_max_new_tokens"]
     if not is_reference(data):
-        return items, handle.generate([dusk.qa_prompt(q.question) for q in items], prefix=dusk.qa_block(icl),
+        return items, model.generate([dusk.qa_prompt(q.question) for q in items], prefix=dusk.qa_block(icl),
                                       max_new_tokens=max_new_tokens, stop_strings=dusk.QA_STOP_STRINGS)
-    template = openunlearning.template_for(handle)
+    template = openunlearning.template_for(model)
     turns = [([e.question for e in icl] + [q.question], [e.answer for e in icl] + [q.answer]) for q in items]
-    encoded = [openunlearning.encode_qa(handle, template, questions, answers) for questions, answers in turns]
-    replies = openunlearning.generate(handle, [openunlearning.qa_prompt(handle, template, *turn) for turn in turns],
+    encoded = [openunlearning.encode_qa(model, template, questions, answers) for questions, answers in turns]
+    replies = openunlearning.generate(model, [openunlearning.qa_prompt(model, template, *turn) for turn in turns],
                                       max_new_tokens=max_new_tokens, stop_strings=dusk.QA_STOP_STRINGS)
-    return [replace(q, answer=openunlearning.reference_text(handle, e, whole=True))
+    return [replace(q, answer=openunlearning.reference_text(model, e, whole=True))
             for q, e in zip(items, encoded)], replies
 
 
-def evaluate(handle, data: MuseData, refs: References | None = None) -> dict:
+def evaluate(model, data: MuseData, refs: References | None = None) -> dict:
     refs = refs or References()
     params = dict(data.params)
     if is_reference(data):
-        params["reference_template"] = openunlearning.template_for(handle).family
+        params["reference_template"] = openunlearning.template_for(model).family
     prompts = [v.prompt for v in data.verbmem]
-    generations, references = verbmem_replies(handle, data)
+    generations, references = verbmem_replies(model, data)
     out = dusk.verbatim_metrics(references, generations, [v.id for v in data.verbmem], prompts, None, params,
                                 stemmed=True, prefix="verbmem")
-    out |= memorization_metrics(handle, data, params)
+    out |= memorization_metrics(model, data, params)
     for short, split in KNOWMEM_SETS.items():
-        items, replies = knowmem_replies(handle, data, split)
+        items, replies = knowmem_replies(model, data, split)
         out |= dusk.qa_rouge_metrics(short, items, replies, params, higher_is_better=split == "retain_qa",
                                      stemmed=True)
     try:
-        scores = membership_scores(handle, data)
+        scores = membership_scores(model, data)
         retain = None if refs.retain is None else refs.memo.get_or_compute(
             "membership-scores", {"retain": refs.retain}, params, lambda: membership_scores(refs.retain, data))
     except MissingCapability as exc:  # Min-K%++ needs the full next-token distribution

@@ -68,11 +68,11 @@ def renamed(result, name: str, params: dict):
     return dataclasses.replace(result, name=name, params={**result.params, **params})
 
 
-def evaluate(handle, data: RobustnessData, refs: References | None = None) -> dict:
+def evaluate(model, data: RobustnessData, refs: References | None = None) -> dict:
     refs = refs or References()
     if refs.attacked is None:
         raise ValueError("the robustness probes need a session to build attacked checkpoints (References.attacked)")
-    before = probes(handle, data, refs)
+    before = probes(model, data, refs)
     out = {}
     for probe in PROBES:
         skipped = f"not among --suite-option robustness.probes={data.params['probes']}"
@@ -85,7 +85,7 @@ def evaluate(handle, data: RobustnessData, refs: References | None = None) -> di
             out |= {n: Unavailable(n, reason) for _, *pair in names for n in pair}
             continue
         attack = attack_of(attack_name, data)
-        with refs.attacked(handle, attack) as attacked:
+        with refs.attacked(model, attack) as attacked:
             after = probes(attacked, data, refs)
         params = {"attack": attack_name, **attack.params}
         for probe, after_name, recovery_name in names:

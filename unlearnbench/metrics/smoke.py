@@ -17,10 +17,10 @@ QA_MAX_NEW_TOKENS = 16
 QA_STOP_STRINGS = ("\n",)
 
 
-def evaluate(handle, data: SmokeData, refs: References | None = None) -> dict[str, MetricResult]:
-    """The smoke metrics of `handle` (no reference-model work: `refs` is unused)."""
+def evaluate(model, data: SmokeData, refs: References | None = None) -> dict[str, MetricResult]:
+    """The smoke metrics of `model` (no reference-model work: `refs` is unused)."""
     text_ids = list(data.texts)
-    scores = handle.score_continuations([""] * len(text_ids), [data.texts[i] for i in text_ids])
+    scores = model.score_continuations([""] * len(text_ids), [data.texts[i] for i in text_ids])
     logprob = mean_result(
         "mean_token_logprob",
         {i: float(np.mean(s.logprobs)) for i, s in zip(text_ids, scores)},
@@ -30,7 +30,7 @@ def evaluate(handle, data: SmokeData, refs: References | None = None) -> dict[st
 
     qa_ids = list(data.qa)
     prompts = [QA_PROMPT.format(question=data.qa[i][0]) for i in qa_ids]
-    generations = handle.generate(prompts, max_new_tokens=QA_MAX_NEW_TOKENS, stop_strings=QA_STOP_STRINGS)
+    generations = model.generate(prompts, max_new_tokens=QA_MAX_NEW_TOKENS, stop_strings=QA_STOP_STRINGS)
     recall = mean_result(
         "qa_rougeL_recall",
         {i: rouge(data.qa[i][1], g)["rougeL_recall"] for i, g in zip(qa_ids, generations)},

@@ -207,16 +207,16 @@ def replies_and_references(model, data, asked) -> tuple[list[str], list[str]]:
     return replies, [item.answer for _, _, item in asked]
 
 
-def evaluate(handle, data, refs=None) -> dict:
+def evaluate(model, data, refs=None) -> dict:
     refs = refs or References()
     params = dict(data.params)
     epsilon = _epsilon(data)
     if is_reference(data):
-        params["reference_template"] = openunlearning.template_for(handle).family
-    scored, membership = teacher_forced(handle, data, ("forget", "retain", "real_authors", "world_facts", "holdout"))
+        params["reference_template"] = openunlearning.template_for(model).family
+    scored, membership = teacher_forced(model, data, ("forget", "retain", "real_authors", "world_facts", "holdout"))
     asked = [(name, i, item) for name in ("forget", "retain", "real_authors", "world_facts")
              for i, item in enumerate(data.sets[name])]
-    replies, references = replies_and_references(handle, data, asked)
+    replies, references = replies_and_references(model, data, asked)
     rouges: dict[str, dict[str, float]] = {}
     details: dict[str, dict] = {}
     for (name, i, item), reply, reference in zip(asked, replies, references):
@@ -236,7 +236,7 @@ def evaluate(handle, data, refs=None) -> dict:
         "forget_truth_ratio", {i: closer_to_one(tr, epsilon) for i, tr in forget_tr.items()}, higher_is_better=True,
         params=params, details={"truth_ratios": forget_tr, "aggregate": "mean(min(tr, 1/tr))"})
     if answer["forget"][0].argmax is None:
-        reason = f"{handle.name}: the backend gives no teacher-forced argmax"
+        reason = f"{model.name}: the backend gives no teacher-forced argmax"
         out["extraction_strength"] = Unavailable("extraction_strength", reason)
         out["exact_memorization"] = Unavailable("exact_memorization", reason)
     else:
@@ -280,7 +280,7 @@ def evaluate(handle, data, refs=None) -> dict:
                                          higher_is_better=True, params={**params, "test": "scipy ks_2samp"})
     if not membership or retain["membership_auc"] is None:
         out["privleak"] = Unavailable("privleak", f"Min-K%++ needs the full next-token distribution, which the "
-                                                  f"backend of {handle.name} or the retain model does not give")
+                                                  f"backend of {model.name} or the retain model does not give")
         return out
     auc_m, auc_r = 1 - membership_auc(scored, data), 1 - retain["membership_auc"]
     if auc_r == 0 and not epsilon:

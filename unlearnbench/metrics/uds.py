@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from unlearnbench.data.uds import CONVENTIONS, UDSData, UDSItem
+from unlearnbench.models.interface import ActivationPatching
 from unlearnbench.metrics.core import (
     MetricResult,
     References,
@@ -56,7 +57,7 @@ def entity_span_chars(reference: str, entity: str, convention: str) -> tuple[int
     return None
 
 
-def encode_items(handle, items: list[UDSItem], *, convention: str = "spec"):
+def encode_items(model, items: list[UDSItem], *, convention: str = "spec"):
     """(kept items, token sequences, entity spans, skipped {id: reason}).
 
     `convention="spec"` reads prompt and reference as the one text the model
@@ -78,13 +79,13 @@ def encode_items(handle, items: list[UDSItem], *, convention: str = "spec"):
             continue
         start_char, end_char = found
         if convention == "reference":
-            head = handle.encode_prompt(item.prompt)
-            text_ids, offsets = handle.encode_with_offsets(reference)
+            head = model.encode_prompt(item.prompt)
+            text_ids, offsets = model.encode_with_offsets(reference)
             ids, base = head + text_ids, len(head)
         else:
             text = item.prompt + reference
-            ids = handle.encode_prompt(text)
-            text_ids, offsets = handle.encode_with_offsets(text)
+            ids = model.encode_prompt(text)
+            text_ids, offsets = model.encode_with_offsets(text)
             base = len(ids) - len(text_ids)  # the BOS, where the tokenizer adds one
             start_char, end_char = start_char + len(item.prompt), end_char + len(item.prompt)
         tokens = [j for j, (a, b) in enumerate(offsets) if a < end_char and b > start_char]
@@ -139,29 +140,29 @@ def uds_result(items, delta1, delta2, skipped: dict, params: dict, patching: str
                         params=params, per_item=defined, details=details)
 
 
-def evaluate(handle, data: UDSData, refs: References | None = None) -> dict:
+def evaluate(model, data: UDSData, refs: References | None = None) -> dict:
     refs = refs or References()
     params = dict(data.params)
     full, retain = refs.full, refs.retain
     if full is None or retain is None:
         return {"uds": Unavailable("uds", "needs --full-model and --retain-model (stage 1 patches retain into full)")}
-    remote = [m.name for m in (full, retain, handle) if not callable(getattr(m, "span_scores", None))]
-    if remote:
+    lacking = [m.name for m in (full, retain, model) if not isinstance(m, ActivationPatching)]
+    if lacking:
         return {"uds": Unavailable("uds", f"needs weights: activation patching reads and writes hidden states, which "
-                                          f"the backend of {', '.join(remote)} (an endpoint) does not expose")}
+                                          f"the backend of {', '.join(lacking)} does not expose")}
     convention = params["convention"]
     items, sequences, spans, skipped = encode_items(full, data.items, convention=convention)
     if not items:
         reasons = sorted(set(skipped.values()))
         return {"uds": Unavailable("uds", f"0 of {len(data.items)} items have a locatable entity span in the full "
                                           f"model's tokens ({'; '.join(reasons)}): check the items' entity field")}
-    for other in (retain, handle):
+    for other in (retain, model):
         if [other.encode_prompt(i.prompt) for i in items[:8]] != [full.encode_prompt(i.prompt) for i in items[:8]]:
             raise ValueError(f"tokenizer mismatch: {other.name} tokenizes the prompts unlike the full model "
                              f"{full.name}; activation patching needs one tokenizer")
     delta1 = refs.memo.get_or_compute("stage1", {"full": full, "retain": retain}, {"convention": convention},
                                       lambda: layer_deltas(full, retain, sequences, spans, convention=convention))
-    delta2 = layer_deltas(full, handle, sequences, spans, convention=convention)
+    delta2 = layer_deltas(full, model, sequences, spans, convention=convention)
     return {"uds": uds_result(items, delta1, delta2, skipped, params, patching_path(full, convention))}
 
 

@@ -1,13 +1,4 @@
-"""Model loading and access. `ModelHandle` is imported lazily: torch is heavy."""
-
-from unlearnbench.models.checkpoint import CheckpointSpec, ResolvedCheckpoint, resolve
-
-__all__ = ["CheckpointSpec", "ModelHandle", "ResolvedCheckpoint", "resolve"]
-
-
-def __getattr__(name: str):
-    if name == "ModelHandle":
-        from unlearnbench.models.handle import ModelHandle
-
-        return ModelHandle
-    raise AttributeError(name)
+"""Models: the protocol metrics talk to (`interface`), the Hugging Face
+backend (`handle`, the only owner of torch), the endpoint backend
+(`endpoint`) and checkpoint validation (`checkpoint`). Nothing is imported
+here, so importing the protocol loads no backend."""

@@ -288,7 +288,7 @@ class EndpointModel(Tokenization):
                 for seq, start, values in zip(sequences, target_starts, echoed)]
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_strings: Sequence[str] = (),
-                 prefix: str = "", reuse_prefix_cache: bool = True, masked_ids: Collection[int] = ()) -> list[str]:
+                 prefix: str = "", masked_ids: Collection[int] = ()) -> list[str]:
         """Greedy replies; the server sees encode_prompt(prefix + prompt), the
         ids the Hugging Face backend runs (a shared prefix is the server's to cache)."""
         encoded = [self.encode_prompt(prefix + p) for p in prompts]
@@ -313,13 +313,10 @@ class EndpointModel(Tokenization):
             raise MissingCapability(f"{self.name}: OpenUnlearning's convention keeps every pad-id token (pad = EOS) "
                                     f"out of attention, and a completions server attends to all it is sent")
 
-    def next_token(self, prompts: Sequence[str], columns: Sequence[Sequence[int]] | None = None, *,
-                   logits_processor: Callable | None = None) -> NextToken:
+    def next_token(self, prompts: Sequence[str], columns: Sequence[Sequence[int]] | None = None) -> NextToken:
         """Log-probs of the tokens in `columns[i]` as the first token of the
         reply to prompt i: each (prompt + token) echoed. The entropy and
         argmax over the whole vocabulary are not available here (None)."""
-        if logits_processor is not None:
-            raise MissingCapability(f"{self.name}: rewriting the next-token logits needs the weights in this process")
         if columns is None:
             raise MissingCapability(f"{self.name}: the next-token entropy needs the full distribution; "
                                     f"{FULL_DISTRIBUTION}")

@@ -22,16 +22,16 @@ class Generation:
         max_new_tokens: int,
         stop_strings: Sequence[str] = (),
         prefix: str = "",
-        reuse_prefix_cache: bool = True,
         masked_ids: Collection[int] = (),
     ) -> list[str]:
         """Greedy continuations, batched with left padding, cut at the first stop string.
 
         `prefix` is text shared by every prompt (few-shot examples, a system
         turn). The model sees encode_prompt(prefix + prompt) either way; with
-        `reuse_prefix_cache` the longest common token prefix of those encodings
-        is run once and its KV cache is copied into every batch instead of
-        being recomputed per row (`encode_shared_prefix`).
+        `self.reuse_prefix_cache` (on unless a benchmark measures without it)
+        the longest common token prefix of those encodings is run once and its
+        KV cache is copied into every batch instead of being recomputed per
+        row (`encode_shared_prefix`).
 
         Prompt tokens whose id is in `masked_ids` are kept out of attention,
         as OpenUnlearning's collator does to every pad-id token (its configs
@@ -39,7 +39,7 @@ class Generation:
         `model.generate` computes them from the mask. No prefix cache then:
         it would have attended to them.
         """
-        reuse_prefix_cache = reuse_prefix_cache and not masked_ids
+        reuse_prefix_cache = self.reuse_prefix_cache and not masked_ids
         if prefix and prompts:
             head, rests = self.encode_shared_prefix(prefix, prompts)
         else:

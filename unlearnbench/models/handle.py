@@ -49,6 +49,7 @@ class ModelHandle(Tokenization, Batching, Scoring, Generation, Patching):
         self.load_seconds = load_seconds
         self.offload_folder: str | None = None  # weights of modules a device map puts on "disk"
         self.fixed_batch_size = batch_size
+        self.reuse_prefix_cache = True  # generate(): run a shared prompt prefix once (off only to measure it)
         self._batch_cap = MAX_AUTO_BATCH
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token

@@ -3,17 +3,20 @@ lm-evaluation-harness's `LM`: identity, tokenization and chat formatting,
 teacher-forced scoring, greedy generation and next-token scoring. Activation
 patching (UDS) is a separate, optional capability.
 
-Metrics use nothing else of a model (tests/test_metrics_core.py checks every
-attribute a metric reads on a model against these protocols), so a backend
-that implements them, in this process or behind an endpoint, serves every
-metric it has the capabilities for. `ModelHandle` (Hugging Face weights in
-this process) implements both.
+The protocol is closed: the session and the metrics use nothing else of a
+model (tests/unit/test_interface.py checks every attribute they read against
+it, and runs every weight-free suite on a pure-Python bigram model that
+implements exactly `LanguageModel`). A capability beyond it is a protocol of
+its own, checked with `isinstance` (`supports(model, ActivationPatching)`), so
+a backend that lacks it gets the metric's reason, not an AttributeError.
+`ModelHandle` (Hugging Face weights in this process) implements both; the
+endpoint backend only `LanguageModel`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Collection, Protocol, Sequence
+from typing import Collection, NamedTuple, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -45,16 +48,33 @@ class NextToken:
     argmax: np.ndarray | None  # (n,) token id of the most likely token
 
 
+# A greedy continuation, cut at the first stop string: its text.
+Generation = str
+
+
 def cut_at_stop(text: str, stop_strings: Sequence[str]) -> str:
     """`text` up to its first stop string: what `generate` returns."""
     cut = min((i for i in (text.find(s) for s in stop_strings) if i >= 0), default=len(text))
     return text[:cut]
 
 
+class SpanScores(NamedTuple):
+    """Mean teacher-forced log-prob of a span of each of n sequences, and the
+    same after patching each of the model's blocks with another model's."""
+
+    scores: np.ndarray  # (n,)
+    patched: np.ndarray | None  # (n, layers); None without a patch source
+
+
+@runtime_checkable
 class LanguageModel(Protocol):
     # Identity: reports and cache keys.
     name: str
     fingerprint: str
+
+    def describe(self) -> dict: ...  # what the report records about the loaded model (JSON-ready)
+
+    def release(self) -> None: ...  # free what it holds (weights, connections); it is not used after
 
     @property
     def architecture(self) -> str: ...
@@ -95,18 +115,18 @@ class LanguageModel(Protocol):
 
     # Scoring and generation.
     def token_logprobs(self, sequences: Sequence[Sequence[int]], target_starts: Sequence[int], *,
-                       vocab_stats: bool = False, masked_ids: Collection[int] = ()) -> list: ...
+                       vocab_stats: bool = False, masked_ids: Collection[int] = ()) -> list[TokenScores]: ...
 
     def score_continuations(self, contexts: Sequence[str], continuations: Sequence[str], *,
-                            vocab_stats: bool = False) -> list: ...
+                            vocab_stats: bool = False) -> list[TokenScores]: ...
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_strings: Sequence[str] = (),
-                 prefix: str = "", reuse_prefix_cache: bool = True, masked_ids: Collection[int] = ()) -> list[str]: ...
+                 prefix: str = "", masked_ids: Collection[int] = ()) -> list[Generation]: ...
 
-    def next_token(self, prompts: Sequence[str], columns: Sequence[Sequence[int]] | None = None, *,
-                   logits_processor: Callable | None = None): ...
+    def next_token(self, prompts: Sequence[str], columns: Sequence[Sequence[int]] | None = None) -> NextToken: ...
 
 
+@runtime_checkable
 class ActivationPatching(LanguageModel, Protocol):
     """Capture and patch decoder-block outputs (needs the weights)."""
 
@@ -114,7 +134,8 @@ class ActivationPatching(LanguageModel, Protocol):
     def drives_blocks(self) -> bool: ...
 
     def span_scores(self, sequences: Sequence[Sequence[int]], spans: Sequence[tuple[int, int]], *,
-                    patch_source=None, exact: bool = False, post_norm_last: bool = False): ...
+                    patch_source=None, exact: bool = False, post_norm_last: bool = False) -> SpanScores: ...
+    # patch_source: another model of the same backend and tokenizer (its blocks' outputs are read directly)
 
 
 def members(protocol: type) -> set[str]:

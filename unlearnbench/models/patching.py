@@ -12,6 +12,7 @@ import torch
 
 from unlearnbench import progress
 from unlearnbench.errors import CheckpointError
+from unlearnbench.models.interface import SpanScores
 
 # Layer containers of the architectures we know by name; anything else is
 # found by shape (a ModuleList with one entry per hidden layer).
@@ -104,7 +105,7 @@ class Patching:
         patch_source=None,
         exact: bool = False,
         post_norm_last: bool = False,
-    ) -> tuple[np.ndarray, np.ndarray | None]:
+    ) -> SpanScores:
         """Mean teacher-forced log-prob of tokens [start, end) of each sequence.
 
         With `patch_source` (another handle, same tokenizer), also the same
@@ -162,7 +163,7 @@ class Patching:
                 [len(s) for s in sequences], run, full_vocab_logits=True, cap=FAST_PATCH_BATCH if fast else None,
                 priority=[(end - start, len(s)) for s, (start, end) in zip(sequences, spans)] if fast else None)
         base = np.array([r[0] for r in results])
-        return base, (np.stack([r[1] for r in results]) if patch_source is not None else None)
+        return SpanScores(base, np.stack([r[1] for r in results]) if patch_source is not None else None)
 
     def _fast_patched(self, ids, mask, positions, source, batch, spans, mean_span_logprob):
         """Base and per-layer patched span scores, rerunning only what a patch changes.

@@ -4,7 +4,7 @@ and next-token distributions. A mixin of `ModelHandle`."""
 
 from __future__ import annotations
 
-from typing import Callable, Collection, Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 import torch
@@ -64,17 +64,13 @@ class Scoring:
         self,
         prompts: Sequence[str],
         columns: Sequence[Sequence[int]] | None = None,
-        *,
-        logits_processor: Callable | None = None,
     ) -> NextToken:
         """The float32 next-token distribution after each prompt, reduced to
         what callers need: its entropy (nats), its argmax over the whole
         vocabulary, and log-probs at `columns[i]` (e.g. MCQ label tokens).
 
         Prompts are encoded as `generate` encodes them, so this is the
-        distribution of a reply's first token. `logits_processor(input_ids,
-        scores)` (the transformers LogitsProcessor call) rewrites the raw
-        last-position logits first.
+        distribution of a reply's first token.
         """
         sequences = [self.encode_prompt(p) for p in prompts]
         if columns is not None and len(columns) != len(prompts):
@@ -87,10 +83,7 @@ class Scoring:
             kwargs = {"logits_to_keep": 1} if self._keeps_logits else {}
             positions = (mask.cumsum(-1) - 1).clamp_min(0)
             logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **kwargs).logits
-            scores = logits[:, -1].float().to(ids.device)
-            if logits_processor is not None:
-                scores = logits_processor(ids, scores).float()
-            logp = torch.log_softmax(scores, dim=-1)
+            logp = torch.log_softmax(logits[:, -1].float().to(ids.device), dim=-1)
             entropy = -(logp.exp() * logp).nansum(-1)
             out = []
             for row, i in enumerate(batch):
