@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 from unlearnbench.cache import DiskCache, SuiteMemo
-from unlearnbench.data import conceptguard as cg_data
-from unlearnbench.metrics import conceptguard
 from unlearnbench.metrics.judges import CachedJudge, ReferenceJudge
 from unlearnbench.models.handle import ModelHandle
+from unlearnbench.suites.conceptguard import data as cg_data
+from unlearnbench.suites.conceptguard import metrics as conceptguard
 
 
 def main() -> None:

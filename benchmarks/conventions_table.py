@@ -25,11 +25,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from uds_bench import perturbed  # noqa: E402  (one definition of the stand-in models)
 
-from unlearnbench.data import dusk as dusk_data  # noqa: E402
-from unlearnbench.data import honesty as honesty_data  # noqa: E402
-from unlearnbench.data import uds as uds_data  # noqa: E402
-from unlearnbench.metrics import dusk, honesty, uds  # noqa: E402
 from unlearnbench.models.handle import ModelHandle  # noqa: E402
+from unlearnbench.suites.dusk import data as dusk_data  # noqa: E402
+from unlearnbench.suites.dusk import metrics as dusk  # noqa: E402
+from unlearnbench.suites.honesty import data as honesty_data  # noqa: E402
+from unlearnbench.suites.honesty import metrics as honesty  # noqa: E402
+from unlearnbench.suites.uds import data as uds_data  # noqa: E402
+from unlearnbench.suites.uds import metrics as uds  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from unlearnbench.cache import DiskCache
-from unlearnbench.data import dusk as dusk_data
-from unlearnbench.metrics import dusk
 from unlearnbench.metrics.text import Embedder, lcs_ratio, levenshtein_similarity, rouge
 from unlearnbench.models.handle import ModelHandle
+from unlearnbench.suites.dusk import data as dusk_data
+from unlearnbench.suites.dusk import metrics as dusk
 
 REAL_DUSK = Path(__file__).resolve().parents[2] / "shared" / "data" / "dusk"
 

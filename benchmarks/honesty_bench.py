@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from unlearnbench.data import honesty as honesty_data
-from unlearnbench.metrics import honesty
 from unlearnbench.models.handle import ModelHandle
+from unlearnbench.suites.honesty import data as honesty_data
+from unlearnbench.suites.honesty import metrics as honesty
 
 REAL_DUSK = Path(__file__).resolve().parents[2] / "shared" / "data" / "dusk"
 

@@ -29,11 +29,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 import openunlearning_reference as ou  # noqa: E402
 import torch  # noqa: E402
 
-from unlearnbench.data import muse as muse_data  # noqa: E402
-from unlearnbench.data import tofu as tofu_data  # noqa: E402
-from unlearnbench.metrics import muse, openunlearning, tofu  # noqa: E402
+from unlearnbench.metrics import openunlearning  # noqa: E402
 from unlearnbench.metrics.core import References  # noqa: E402
 from unlearnbench.models.handle import ModelHandle  # noqa: E402
+from unlearnbench.suites.muse import data as muse_data  # noqa: E402
+from unlearnbench.suites.muse import metrics as muse  # noqa: E402
+from unlearnbench.suites.tofu import data as tofu_data  # noqa: E402
+from unlearnbench.suites.tofu import metrics as tofu  # noqa: E402
 
 
 @contextmanager

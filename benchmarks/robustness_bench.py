@@ -57,9 +57,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from unlearnbench.cache import DEFAULT_CACHE_DIR
-    from unlearnbench.data import robustness
     from unlearnbench.fixtures import zoo
     from unlearnbench.models.offline import smollm2_checkpoint
+    from unlearnbench.suites.robustness import data as robustness
 
     data = robustness.load(zoo.data_dir(DEFAULT_CACHE_DIR))
     results = {}
@@ -67,7 +67,7 @@ def main() -> None:
         tmp = Path(tmp)
         for label, source in (("zoo shallow", zoo.build("shallow", DEFAULT_CACHE_DIR)),
                               ("SmolLM2-135M", smollm2_checkpoint(DEFAULT_CACHE_DIR))):
-            results[label] = attack_costs(Path(source), data.relearn_texts, tmp / label.split()[0])
+            results[label] = attack_costs(Path(source), data.attacks["relearn"].texts, tmp / label.split()[0])
             for name, row in results[label].items():
                 print(f"{label:14s} {name:8s} build cold {row['cold_s']:7.2f} s   cached {row['warm_s']:.4f} s",
                       flush=True)

@@ -27,13 +27,16 @@ import time
 import numpy as np
 
 from unlearnbench.cache import DEFAULT_CACHE_DIR
-from unlearnbench.data import muse as muse_data
-from unlearnbench.data import tofu as tofu_data
-from unlearnbench.metrics import dusk, mia, muse, tofu
+from unlearnbench.metrics import mia
 from unlearnbench.metrics.core import References
-from unlearnbench.metrics.honesty import STOP_STRINGS, first_turn_prompt
 from unlearnbench.metrics.text import lcs_ratio, levenshtein_similarity, rouge
 from unlearnbench.models.handle import ModelHandle
+from unlearnbench.suites.dusk import metrics as dusk
+from unlearnbench.suites.honesty.metrics import STOP_STRINGS, first_turn_prompt
+from unlearnbench.suites.muse import data as muse_data
+from unlearnbench.suites.muse import metrics as muse
+from unlearnbench.suites.tofu import data as tofu_data
+from unlearnbench.suites.tofu import metrics as tofu
 
 
 class CountingModel:

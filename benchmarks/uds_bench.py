@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.test_uds import naive_deltas  # noqa: E402  (the reference implementation the tests trust)
 
 from unlearnbench.cache import DiskCache  # noqa: E402
-from unlearnbench.data import uds as uds_data  # noqa: E402
-from unlearnbench.metrics import uds  # noqa: E402
 from unlearnbench.models.handle import ModelHandle  # noqa: E402
+from unlearnbench.suites.uds import data as uds_data  # noqa: E402
+from unlearnbench.suites.uds import metrics as uds  # noqa: E402
 
 TOFU = Path(__file__).resolve().parents[2] / "shared" / "data" / "uds" / "tofu_forget10_filtered.json"
 

@@ -39,10 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from uds_bench import TOFU, perturbed  # noqa: E402  (one definition of the stand-in models)
 
 from unlearnbench.cache import DiskCache  # noqa: E402
-from unlearnbench.data import uds as uds_data  # noqa: E402
-from unlearnbench.metrics import uds  # noqa: E402
 from unlearnbench.models.checkpoint import fingerprint, resolve  # noqa: E402
 from unlearnbench.models.handle import ModelHandle  # noqa: E402
+from unlearnbench.suites.uds import data as uds_data  # noqa: E402
+from unlearnbench.suites.uds import metrics as uds  # noqa: E402
 
 PUBLIC_CODE_S_PER_CHECKPOINT = 301.0
 

@@ -39,6 +39,12 @@ def require(available: bool, what: str, how: str) -> None:
     pytest.skip(message)
 
 
+def metric_modules() -> list[Path]:
+    """Every module of metric code: the shared metrics and each suite's."""
+    package = ROOT / "unlearnbench"
+    return sorted([*(package / "metrics").glob("*.py"), *(package / "suites").glob("*/metrics.py")])
+
+
 def comparable_report(report: dict) -> dict:
     """Values, verdicts and item details per (checkpoint, suite): what two runs
     of the same work must share (timings, worker and cache flags left out)."""

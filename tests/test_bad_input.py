@@ -249,7 +249,7 @@ def _fingerprint_one(path, memo):
 
 
 def test_openai_judge_sends_the_api_key_only_over_https_or_to_loopback(monkeypatch):
-    from unlearnbench.metrics.judges import OpenAIJudge
+    from unlearnbench.judge_endpoint import OpenAIJudge
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     with pytest.raises(UnlearnbenchError, match="OPENAI_API_KEY.*https"):
@@ -262,7 +262,8 @@ def test_openai_judge_sends_the_api_key_only_over_https_or_to_loopback(monkeypat
 
 
 def test_openai_judge_reads_replies_with_a_size_bound():
-    from unlearnbench.metrics.judges import JudgeRequest, OpenAIJudge
+    from unlearnbench.judge_endpoint import OpenAIJudge
+    from unlearnbench.metrics.judges import JudgeRequest
 
     class Huge(BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802 - http.server's name

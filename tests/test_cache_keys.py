@@ -13,7 +13,7 @@ from openai_server import StubServer, reply_json
 from unlearnbench.backends import LoadSettings
 from unlearnbench.models.checkpoint import CheckpointSpec, source_fingerprint
 from unlearnbench.session import Bench, BenchOptions
-from unlearnbench.suites import BUILTIN_SUITES
+from unlearnbench.suites import SUITES
 
 # A valid value other than the resolved one for every option of every
 # built-in suite (on the zoo's data). A new option fails
@@ -40,7 +40,7 @@ OTHER_VALUE = {
 
 def test_the_table_names_every_option():
     assert {suite: set(values) for suite, values in OTHER_VALUE.items()} == {
-        name: set(spec.options) for name, spec in BUILTIN_SUITES.items()}
+        name: set(spec.options) for name, spec in SUITES.items()}
 
 
 def _bench(cache_dir: Path, data: Path, model: CheckpointSpec, options: dict) -> Bench:
@@ -59,7 +59,7 @@ def zoo_data(cache_dir, tmp_path_factory) -> Path:
     return data
 
 
-@pytest.mark.parametrize("suite", sorted(name for name in BUILTIN_SUITES if BUILTIN_SUITES[name].options))
+@pytest.mark.parametrize("suite", sorted(name for name in SUITES if SUITES[name].options))
 def test_every_suite_option_alone_misses_the_result_cache(suite, cache_dir, zoo_data, random_llama_dir,
                                                          monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

@@ -15,11 +15,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from unlearnbench.data import conceptguard as cg_data
 from unlearnbench.errors import DataError, UnlearnbenchError
-from unlearnbench.metrics import conceptguard, judges
+from unlearnbench.judge_endpoint import OpenAIJudge
+from unlearnbench.metrics import judges
 from unlearnbench.metrics.judges import HARM, HELP, Judgement, JudgeRequest
 from unlearnbench.models.handle import ModelHandle
+from unlearnbench.suites.conceptguard import data as cg_data
+from unlearnbench.suites.conceptguard import metrics as conceptguard
 
 
 
@@ -157,7 +159,7 @@ def server_factory():
 ])
 def test_openai_judge_handles_what_servers_do(server_factory, script, score, error, calls):
     server = server_factory(script)
-    judge = judges.OpenAIJudge(server.url, "judge-model", timeout=0.3, backoff=0.01, workers=1)
+    judge = OpenAIJudge(server.url, "judge-model", timeout=0.3, backoff=0.01, workers=1)
     [out] = judge.judge([request(HARM, "some reply")])
     assert out.score == (pytest.approx(score) if score is not None else None)
     assert out.error.startswith(error) if error else out.error == ""
@@ -270,7 +272,7 @@ def test_openai_judge_end_to_end_with_failures_reported(zoo_family, cache_dir, s
     # 12 judgements, in order with one worker: harmful replies get 2, one of
     # them unparseable; benign replies get 9.
     server = server_factory(["2", "2", "n/a", "2", "2", "2"] + ["9"] * 6)
-    judge = judges.OpenAIJudge(server.url, timeout=5, workers=1)
+    judge = OpenAIJudge(server.url, timeout=5, workers=1)
     out = conceptguard.evaluate(handle, data, judge=judge)
     assert out["judge_failure_rate"].value == pytest.approx(1 / 12)
     assert list(out["judge_failure_rate"].details["failed"].values()) == ["unparseable"]

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
-from unlearnbench.data import dusk as dusk_data
 from unlearnbench.errors import DataError
 from unlearnbench.metrics import mia
 from unlearnbench.metrics.text import Embedder, lcs_ratio, levenshtein_similarity, rouge
+from unlearnbench.suites.dusk import data as dusk_data
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -142,7 +142,7 @@ def test_membership_chunks_drop_the_partial_tail_as_the_reference_does(smollm2, 
 
 
 def test_privacy_leakage_with_a_retain_auc_of_zero_is_unavailable_not_a_crash():
-    from unlearnbench.metrics import dusk
+    from unlearnbench.suites.dusk import metrics as dusk
 
     def scores(forget, holdout, retain):
         return {"forget": {s: forget for s in mia.SCORES}, "holdout": {s: holdout for s in mia.SCORES},

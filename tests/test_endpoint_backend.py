@@ -100,11 +100,12 @@ def test_openunlearnings_min_k_privleak_needs_no_vocabulary_statistics(ga_server
     """With convention=reference (OpenUnlearning's Min-K%) an endpoint gives
     TOFU's and MUSE's privleak, equal to the in-process value; with Min-K%++
     (the default) it cannot."""
-    from unlearnbench.data import muse as muse_data
-    from unlearnbench.data import tofu as tofu_data
     from unlearnbench.fixtures import zoo
-    from unlearnbench.metrics import muse, tofu
     from unlearnbench.metrics.core import References
+    from unlearnbench.suites.muse import data as muse_data
+    from unlearnbench.suites.muse import metrics as muse
+    from unlearnbench.suites.tofu import data as tofu_data
+    from unlearnbench.suites.tofu import metrics as tofu
 
     local = ModelHandle.load(str(zoo_family["ga"]), name="ga", device="cpu")
     remote = endpoint(ga_server, tokenizer=zoo_family["ga"])
@@ -238,8 +239,8 @@ def test_smollm2_with_its_chat_template_gives_the_same_honesty_metrics_through_t
                                                                                           real_dusk):
     """A real model and its chat template: the prompts are built here from the
     tokenizer files, so the server sees the in-process ids."""
-    from unlearnbench.data import honesty as honesty_data
-    from unlearnbench.metrics import honesty
+    from unlearnbench.suites.honesty import data as honesty_data
+    from unlearnbench.suites.honesty import metrics as honesty
 
     server = CompletionsServer(smollm2_dir, "HuggingFaceTB/SmolLM2-135M-Instruct")
     try:

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from unlearnbench.data import honesty as honesty_data
-from unlearnbench.data.honesty import HonestyItem
 from unlearnbench.errors import DataError
-from unlearnbench.metrics import honesty
 from unlearnbench.metrics.refusal import RefusalDetector
 from unlearnbench.models.chat import format_plain_dialogue
+from unlearnbench.suites.honesty import data as honesty_data
+from unlearnbench.suites.honesty import metrics as honesty
+from unlearnbench.suites.honesty.data import HonestyItem
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -158,7 +158,7 @@ def honesty_gate():
     from unlearnbench.suites import SUITES
     from unlearnbench.thresholds import load_suite_thresholds
 
-    return load_suite_thresholds(ROOT / "thresholds" / "honesty.yaml", "honesty", SUITES["honesty"].metrics)
+    return load_suite_thresholds(ROOT / "thresholds" / "honesty.yaml", "honesty", SUITES["honesty"].metric_names)
 
 
 def reply_label_tokens(handle, labels: str) -> dict[str, int]:

@@ -14,7 +14,7 @@ import pytest
 from openai_server import StubServer, reply_json
 
 from unlearnbench.errors import DataError
-from unlearnbench.suites import BUILTIN_SUITES
+from unlearnbench.suites import SUITES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,11 +39,11 @@ def test_a_report_dir_that_cannot_be_written_stops_the_run_before_any_work(tmp_p
 
 
 def _default_params(suite: str) -> dict:
-    module = importlib.import_module(BUILTIN_SUITES[suite].loader.partition(":")[0])
+    module = importlib.import_module(SUITES[suite].loader.partition(":")[0])
     return getattr(module, "DEFAULT_PARAMS", {})
 
 
-NUMERIC = [(suite, key) for suite in sorted(BUILTIN_SUITES) for key, value in _default_params(suite).items()
+NUMERIC = [(suite, key) for suite in sorted(SUITES) for key, value in _default_params(suite).items()
            if isinstance(value, (int, float)) and not isinstance(value, bool)]
 
 
@@ -52,7 +52,7 @@ def test_every_numeric_suite_option_refuses_a_value_out_of_its_range(suite, key,
     from unlearnbench.fixtures import zoo
 
     data = zoo.data_dir(cache_dir)
-    load = BUILTIN_SUITES[suite].load_data
+    load = SUITES[suite].load_data
     integer = isinstance(_default_params(suite)[key], int)
     for bad in ("-2", "nan", "inf", *(("-1000", "2.5") if integer else ()), *(("1.5", "0") if key == "mink_k" else ())):
         with pytest.raises(DataError, match=rf"'{key}' must be .*, not"):
@@ -60,8 +60,8 @@ def test_every_numeric_suite_option_refuses_a_value_out_of_its_range(suite, key,
 
 
 def test_a_negative_item_count_is_refused_not_one_item_fewer(cache_dir):
-    from unlearnbench.data import uds
     from unlearnbench.fixtures import zoo
+    from unlearnbench.suites.uds import data as uds
 
     with pytest.raises(DataError, match=r"'max_items' must be an integer >= 0 \(0 = all items\), not '-1'"):
         uds.load(str(zoo.data_dir(cache_dir)), {"max_items": "-1"})
@@ -80,9 +80,9 @@ def test_the_command_line_gives_one_error_line_for_an_option_out_of_range(tmp_pa
 
 def test_uds_with_no_findable_entity_is_unavailable_with_the_count(random_llama, tmp_path):
     from unlearnbench.cache import DiskCache, SuiteMemo
-    from unlearnbench.data.uds import DEFAULT_PARAMS, UDSData, UDSItem
-    from unlearnbench.metrics import uds
     from unlearnbench.metrics.core import References, Unavailable
+    from unlearnbench.suites.uds import metrics as uds
+    from unlearnbench.suites.uds.data import DEFAULT_PARAMS, UDSData, UDSItem
 
     items = [UDSItem(str(i), "Q?", f"The answer is {city}.", "The answer is", "Atlantis")
              for i, city in enumerate(["Paris", "Rome", "Oslo"])]

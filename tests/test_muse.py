@@ -13,9 +13,10 @@ import shutil
 import numpy as np
 import pytest
 
-from unlearnbench.data import muse as muse_data
 from unlearnbench.errors import DataError
 from unlearnbench.metrics import mia
+from unlearnbench.suites import SUITES
+from unlearnbench.suites.muse import data as muse_data
 
 
 @pytest.fixture(scope="module")
@@ -212,9 +213,9 @@ def test_every_muse_metric_equals_a_naive_implementation_on_smollm2(smollm2, smo
     (most are longer, so the cut is exercised), a noise-perturbed copy as the
     retain model."""
     from unlearnbench.cache import DiskCache, SuiteMemo
-    from unlearnbench.metrics import muse
     from unlearnbench.metrics.core import References
     from unlearnbench.models.handle import ModelHandle
+    from unlearnbench.suites.muse import metrics as muse
 
     data = muse_data.load(zoo_muse, {"max_items": "4", "icl_shots": "-1", "privleak_max_tokens": "32"})
     assert sum(len(smollm2.encode(t, add_special_tokens=False)) > 32 for t in data.privleak["forget"]) >= 3
@@ -222,6 +223,6 @@ def test_every_muse_metric_equals_a_naive_implementation_on_smollm2(smollm2, smo
     refs = References(retain=retain, memo=SuiteMemo(DiskCache(tmp_path / "cache"), "muse", data.fingerprint, 1))
     ours = muse.evaluate(smollm2, data, refs)
     naive = naive_metrics(smollm2_dir, perturbed_smollm2_dir, data)
-    assert set(naive) == set(muse.METRICS)
+    assert set(naive) == set(SUITES["muse"].metric_names)
     for name, value in naive.items():
         assert ours[name].value == pytest.approx(value, abs=1e-4), name

@@ -14,11 +14,13 @@ import pytest
 import torch
 
 import openunlearning_reference as ou
-from unlearnbench.data import muse as muse_data
-from unlearnbench.data import tofu as tofu_data
-from unlearnbench.metrics import muse, tofu
 from unlearnbench.metrics.core import References
 from unlearnbench.models.handle import ModelHandle
+from unlearnbench.suites import SUITES
+from unlearnbench.suites.muse import data as muse_data
+from unlearnbench.suites.muse import metrics as muse
+from unlearnbench.suites.tofu import data as tofu_data
+from unlearnbench.suites.tofu import metrics as tofu
 
 ITEMS = 3  # per set: each set's first items, on both sides
 TOFU_TOKENS = 24  # generation_args.max_new_tokens on both sides (OpenUnlearning's default is 200)
@@ -123,7 +125,7 @@ def test_tofu_reference_convention_equals_openunlearnings_code(families, family,
 
     data = tofu_data.load(data_root, {"convention": "reference", "max_items": ITEMS, "max_new_tokens": TOFU_TOKENS})
     ours = tofu.evaluate(ours_model(model_dir, "model"), data, References(retain=ours_model(retain_dir, "retain")))
-    assert set(theirs) == set(tofu.METRICS)
+    assert set(theirs) == set(SUITES["tofu"].metric_names)
     assert_equal_to_openunlearning(ours, theirs)
     # ROUGE read the same text: every generation, character for character.
     for name, short in (("forget", "forget"), ("retain", "retain"), ("real_authors", "ra"), ("world_facts", "wf")):

@@ -14,10 +14,11 @@ from collections import Counter
 import pytest
 import torch
 
-from unlearnbench.metrics import honesty, judges
+from unlearnbench.metrics import judges
 from unlearnbench.metrics.judges import HARM, JudgeRequest
 from unlearnbench.models.handle import ModelHandle
 from unlearnbench.models.interface import cut_at_stop
+from unlearnbench.suites.honesty import metrics as honesty
 
 QUESTIONS = ["Where was Ada Stone born?", "What did Bo Lee teach?", "When was the lab founded?"]
 
@@ -123,8 +124,8 @@ def test_real_12_shot_prompts_are_the_joined_encoding(smollm2, real_dusk):
     """Every UFK/SK/URK prompt of the real data: the cached prefix + the fed rest
     are the ids of encode(ICL block + question prompt), not of the two encoded
     apart (the block's last "\\n\\n" merges with "Question" when joined)."""
-    from unlearnbench.data import dusk as dusk_data
-    from unlearnbench.metrics import dusk
+    from unlearnbench.suites.dusk import data as dusk_data
+    from unlearnbench.suites.dusk import metrics as dusk
 
     data = dusk_data.load(real_dusk)
     assert data.params["icl_shots"] == 12
@@ -143,8 +144,8 @@ def test_real_12_shot_prompts_are_the_joined_encoding(smollm2, real_dusk):
 def test_12_shot_answers_equal_uncached_batch_1_generation(smollm2, real_dusk):
     """Generation behind the cached prefix feeds the model the joined ids and
     answers as HF generate does on the joined prompt alone, with no cache."""
-    from unlearnbench.data import dusk as dusk_data
-    from unlearnbench.metrics import dusk
+    from unlearnbench.suites.dusk import data as dusk_data
+    from unlearnbench.suites.dusk import metrics as dusk
 
     data = dusk_data.load(real_dusk)
     prefix = dusk.qa_prefix(data)

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from unlearnbench import attacks
-from unlearnbench.data import robustness as rb_data
 from unlearnbench.errors import DataError
 from unlearnbench.models.checkpoint import resolve
+from unlearnbench.suites.robustness import data as rb_data
 
 # The NF4 code book as published with QLoRA (Dettmers et al. 2023, appendix E).
 NF4_CODE_BOOK = (-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
@@ -77,7 +77,7 @@ def test_relearning_is_seeded_and_trains_on_the_relearning_set(zoo_family, tmp_p
     from unlearnbench.fixtures import zoo
 
     data = rb_data.load(zoo.data_dir(cache_dir), {"relearn_steps": "3"})
-    attack = attacks.Attack("relearn", {"steps": 3, "seed": 0}, texts=data.relearn_texts)
+    attack = attacks.Attack("relearn", {"steps": 3, "seed": 0}, texts=data.attacks["relearn"].texts)
     source = resolve(str(zoo_family["ga"]))
     first = load_file(attacks.build(source, tmp_path / "a", attack) / "model.safetensors")
     second = load_file(attacks.build(source, tmp_path / "b", attack) / "model.safetensors")
@@ -86,10 +86,10 @@ def test_relearning_is_seeded_and_trains_on_the_relearning_set(zoo_family, tmp_p
     assert all(torch.equal(first[k], second[k]) for k in first)
     assert any(not torch.equal(first[k], original[k]) for k in first)
     # The relearning set holds the forget questions, never with their own answers.
-    for item in data.dusk.qa["unique_forget"]:
+    for item in data.probe_data["ufk"].qa["unique_forget"]:
         own = rb_data.dusk_qa(item.question, item.answer)
-        assert own not in data.relearn_texts
-        assert any(text.startswith(f"Question: {item.question}\n") for text in data.relearn_texts)
+        assert own not in data.attacks["relearn"].texts
+        assert any(text.startswith(f"Question: {item.question}\n") for text in data.attacks["relearn"].texts)
 
 
 @pytest.mark.parametrize("options,problem", [

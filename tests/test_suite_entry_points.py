@@ -39,7 +39,7 @@ class Texts:
 
 
 def load(source, options):
-    from unlearnbench.data.smoke import load as smoke_texts
+    from unlearnbench.suites.smoke.data import load as smoke_texts
 
     data = smoke_texts(source)
     return Texts(texts=data.texts, fingerprint=data.fingerprint, source=data.source)

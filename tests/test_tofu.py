@@ -14,8 +14,9 @@ import shutil
 import numpy as np
 import pytest
 
-from unlearnbench.data import tofu as tofu_data
 from unlearnbench.errors import DataError
+from unlearnbench.suites import SUITES
+from unlearnbench.suites.tofu import data as tofu_data
 
 
 @pytest.fixture(scope="module")
@@ -174,9 +175,9 @@ def test_every_tofu_metric_equals_a_naive_implementation_on_smollm2(smollm2, smo
     """SmolLM2-135M-Instruct with its chat template on the zoo's TOFU set
     (5 items a set), a noise-perturbed copy as the retain model."""
     from unlearnbench.cache import DiskCache, SuiteMemo
-    from unlearnbench.metrics import tofu
     from unlearnbench.metrics.core import References
     from unlearnbench.models.handle import ModelHandle
+    from unlearnbench.suites.tofu import metrics as tofu
 
     retain_dir = perturbed_smollm2_dir
     retain = ModelHandle.load(str(retain_dir), name="retain", device="cpu")
@@ -184,6 +185,6 @@ def test_every_tofu_metric_equals_a_naive_implementation_on_smollm2(smollm2, smo
     refs = References(retain=retain, memo=SuiteMemo(DiskCache(tmp_path / "cache"), "tofu", data.fingerprint, 1))
     ours = tofu.evaluate(smollm2, data, refs)
     naive = naive_metrics(smollm2_dir, retain_dir, data)
-    assert set(naive) == set(tofu.METRICS)
+    assert set(naive) == set(SUITES["tofu"].metric_names)
     for name, value in naive.items():
         assert ours[name].value == pytest.approx(value, abs=1e-4), name

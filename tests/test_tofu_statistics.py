@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from unlearnbench.metrics import tofu
+from unlearnbench.suites.tofu import metrics as tofu
 
 
 def test_truth_ratio_by_hand():
@@ -70,8 +70,8 @@ def test_privleak_score_chooses_the_membership_statistic():
     = -0.5, Min-K%++ = -0.3. Min-K%++ puts F above H (AUC 1), Min-K% below (AUC 0)."""
     from types import SimpleNamespace
 
-    from unlearnbench.data.tofu import TofuItem
     from unlearnbench.models.interface import TokenScores
+    from unlearnbench.suites.tofu.data import TofuItem
 
     def scores(logprob: float, mean: float) -> TokenScores:
         return TokenScores(np.array([1, 2]), np.full(2, logprob), np.full(2, mean), np.ones(2))

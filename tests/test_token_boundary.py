@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from unlearnbench.data import uds as uds_data
-from unlearnbench.metrics import uds
 from unlearnbench.metrics.core import References
 from unlearnbench.models.handle import ModelHandle
+from unlearnbench.suites.uds import data as uds_data
+from unlearnbench.suites.uds import metrics as uds
 
 
 def lm_eval_pair(tokenizer, context: str, continuation: str) -> tuple[list[int], list[int]]:

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from unlearnbench.data import uds as uds_data
 from unlearnbench.errors import DataError
-from unlearnbench.metrics import uds
 from unlearnbench.models.handle import ModelHandle
+from unlearnbench.suites.uds import data as uds_data
+from unlearnbench.suites.uds import metrics as uds
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -110,31 +110,22 @@ def test_zoo_chat_template_is_the_qa_training_format(zoo_family):
     assert handle.format_chat(dialogue) == "Question: Where was X born?\nAnswer: Y\n\nQuestion: Are you sure?\nAnswer:"
 
 
-def test_suite_registry_literals_match_their_sources():
-    from unlearnbench.data import conceptguard, dusk, honesty, uds
-    from unlearnbench.suites import SUITES
-
-    assert SUITES["dusk"].default_checkpoints == SUITES["uds"].default_checkpoints == zoo.FAMILY
-    assert SUITES["dusk"].options == tuple(dusk.DEFAULT_PARAMS)
-    assert SUITES["uds"].options == tuple(uds.DEFAULT_PARAMS)
-    assert SUITES["honesty"].options == tuple(honesty.DEFAULT_PARAMS)
-    assert SUITES["honesty"].default_checkpoints == SUITES["conceptguard"].default_checkpoints == zoo.FAMILY
-    assert SUITES["conceptguard"].options == tuple(conceptguard.DEFAULT_PARAMS)
+def test_suite_specs_match_the_code_they_describe():
+    """The specs stay import-cheap (no data or metric module loads to read
+    them), so where a spec names what a module defines, a test keeps them equal."""
     from unlearnbench import attacks
-    from unlearnbench.data import robustness as robustness_data
-    from unlearnbench.metrics import robustness
+    from unlearnbench.suites import FAMILY, SUITES
+    from unlearnbench.suites.dusk import data as dusk
+    from unlearnbench.suites.honesty import data as honesty
+    from unlearnbench.suites.muse import data as muse_data
+    from unlearnbench.suites.robustness import data as robustness_data
+    from unlearnbench.suites.robustness import ATTACKS, PROBES
+    from unlearnbench.suites.tofu import data as tofu_data
 
-    assert SUITES["robustness"].options == tuple(robustness_data.DEFAULT_PARAMS)
-    assert SUITES["robustness"].metrics == robustness.METRICS
+    assert FAMILY == zoo.FAMILY
     assert set(SUITES["robustness"].default_checkpoints) <= set(zoo.RECIPES)
-    assert len(robustness.METRICS) == len(robustness_data.PROBES) * (1 + 2 * len(attacks.ATTACKS))
-    from unlearnbench.data import tofu as tofu_data
-    from unlearnbench.metrics import tofu
-
-    assert SUITES["tofu"].metrics == tofu.METRICS
-    assert SUITES["tofu"].options == tuple(tofu_data.DEFAULT_PARAMS)
-    from unlearnbench.data import muse as muse_data
-    from unlearnbench.metrics import muse
-
-    assert SUITES["muse"].metrics == muse.METRICS
-    assert SUITES["muse"].options == tuple(muse_data.DEFAULT_PARAMS)
+    for suite, params in (("dusk", dusk.DEFAULT_PARAMS), ("honesty", honesty.DEFAULT_PARAMS),
+                          ("robustness", robustness_data.DEFAULT_PARAMS), ("tofu", tofu_data.DEFAULT_PARAMS),
+                          ("muse", muse_data.DEFAULT_PARAMS)):
+        assert SUITES[suite].options == tuple(params), suite
+    assert PROBES == robustness_data.PROBES and ATTACKS == tuple(attacks.ATTACKS)

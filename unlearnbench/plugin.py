@@ -64,8 +64,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="data for every suite, or for one suite (a directory, or hf:DATASET); repeatable")
     group.addoption("--suite-option", action="append", default=[], metavar="SUITE.KEY=VALUE",
                     help="a suite parameter (e.g. dusk.forget_style=Listicle); repeatable")
-    group.addoption("--judge", default=None, metavar="reference|hf:PATH|openai:URL",
-                    help="ConceptGuard judge (default: reference, an offline embedding proxy)")
+    from unlearnbench.suites import SUITES
+
+    for spec in SUITES.values():  # each suite's shortcuts for its --suite-option keys
+        for flag, _key, metavar, text in spec.flags:
+            group.addoption(flag, default=None, metavar=metavar, help=text)
     group.addoption("--strict-ci", action="store_true",
                     help="a check passes only if its whole 95%% bootstrap CI is on the good side")
     group.addoption("--fail-inconclusive", action="store_true",
@@ -175,11 +178,11 @@ def _quiet_third_party(config: pytest.Config) -> None:
 def _validate_inputs(config: pytest.Config) -> None:
     """What the command line names, checked before collection (cheap: no torch):
     an `ERROR:` line and exit 4, never a traceback after the work."""
+    from unlearnbench.backends import BACKENDS
+    from unlearnbench.cache import read_secret
     from unlearnbench.errors import UnlearnbenchError
     from unlearnbench.models.checkpoint import CheckpointSpec, discover, split_name
     from unlearnbench.report.baseline import RegressionRule
-    from unlearnbench.backends import BACKENDS
-    from unlearnbench.cache import read_secret
     from unlearnbench.suites import SUITES
 
     try:
@@ -322,8 +325,11 @@ class PluginState:
                     known = ", ".join(f"{s}.{o}" for s, spec in SUITES.items() for o in spec.options)
                     raise UnlearnbenchError(f"--suite-option {entry!r}: expected SUITE.KEY=VALUE, one of {known}")
                 suite_options.setdefault(suite, {})[name] = value
-            if opt("judge"):
-                suite_options.setdefault("conceptguard", {})["judge"] = opt("judge")
+            for suite, spec in SUITES.items():
+                for flag, key, _metavar, _help in spec.flags:
+                    value = opt(flag.lstrip("-").replace("-", "_"))
+                    if value is not None:
+                        suite_options.setdefault(suite, {})[key] = value
             return BenchOptions(
                 models=self.user_checkpoints(),
                 full=CheckpointSpec.parse(opt("full_model")) if opt("full_model") else None,

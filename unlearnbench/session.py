@@ -20,7 +20,7 @@ from unlearnbench.errors import CheckpointError, MissingCapability, NonFiniteOut
 from unlearnbench.metrics.core import Deferred, MetricResult, References, Unavailable, metric_from_dict, seeded
 from unlearnbench.models.checkpoint import CheckpointSpec, judge_source
 from unlearnbench.openai_api import EndpointError
-from unlearnbench.suites import SUITES, sweep_checkpoints, zoo_checkpoints
+from unlearnbench.suites import SUITES, resolve, sweep_checkpoints, zoo_checkpoints
 from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds
 
 REFERENCE_ROLES = ("full", "retain")
@@ -112,16 +112,16 @@ class Bench:
     def prepare_suites(self, suites: list[str], thresholds_files: dict[str, Path], *, build_zoo: bool = True) -> None:
         """Load and validate every collected suite's gate and data, before any model
         runs; then build the fixture-zoo checkpoints the run needs (cached) and
-        check UDS's tokenizers. `build_zoo=False` (pytest --collect-only) stops
+        run each suite's preflight check. `build_zoo=False` (pytest --collect-only) stops
         before the zoo: listing tests never trains a model."""
         for suite in suites:
             if suite not in SUITES:
                 raise UnlearnbenchError(f"unknown suite '{suite}' (known: {', '.join(SUITES)})")
-            self.gates[suite] = load_suite_thresholds(thresholds_files[suite], suite, SUITES[suite].metrics,
+            self.gates[suite] = load_suite_thresholds(thresholds_files[suite], suite, SUITES[suite].metric_names,
                                                       SUITES[suite].scale_of)
         if self.options.thresholds_override:
             apply_overrides(
-                self.options.thresholds_override, self.gates, {name: spec.metrics for name, spec in SUITES.items()}
+                self.options.thresholds_override, self.gates, {name: spec.metric_names for name, spec in SUITES.items()}
             )
         for suite in suites:
             self.data(suite)
@@ -141,32 +141,19 @@ class Bench:
             if missing:
                 with progress.step(f"training the fixture zoo ({len(missing)} recipes, once; cached after)"):
                     zoo.build_many(zoo_names, self.options.cache_dir)
-        if "uds" in suites:
-            self._check_patching_tokenizers()
+        self._preflight(suites)
 
-    def _check_patching_tokenizers(self) -> None:
-        """UDS patches activations between models, so they must share the full
-        model's tokenizer: checked from the tokenizer files before any weights
-        load. A retain model that differs stops the run; a checkpoint that
-        differs fails its own UDS checks in one line."""
-        from unlearnbench.models.checkpoint import tokenizer_signature
-
-        full = self.reference_spec("full", "uds")
-        expected = full and tokenizer_signature(self._spec_path(full))
-        if expected is None:
-            return  # no full model (UDS is unavailable) or a GGUF one (checked at run time)
-        retain = self.reference_spec("retain", "uds")
-        if retain is not None and tokenizer_signature(self._spec_path(retain)) not in (None, expected):
-            raise CheckpointError(retain.source, f"--retain-model: its tokenizer differs from the full model's "
-                                  f"({full.source}); UDS patches activations between them and needs one tokenizer")
-        for spec in self.checkpoints("uds"):
-            if tokenizer_signature(self._spec_path(spec)) not in (None, expected):
-                self._refused[(spec.name, "uds")] = CheckpointError(
-                    spec.name, f"its tokenizer differs from the full model's ({full.source}): activation patching "
-                               "needs one tokenizer, so UDS cannot be computed for it")
+    def _preflight(self, suites: list[str]) -> None:
+        """Each suite's own cheap checks (its spec's `preflight` hook), after the
+        data and the zoo, before any weights load: a checkpoint it refuses fails
+        that suite's checks in one line; an error stops the run."""
+        for suite in suites:
+            if SUITES[suite].preflight:
+                for name, problem in resolve(SUITES[suite].preflight)(self, suite).items():
+                    self._refused[(name, suite)] = CheckpointError(name, problem)
 
     # ------------------------------------------------------------------ models
-    def _spec_path(self, spec: CheckpointSpec) -> str:
+    def spec_path(self, spec: CheckpointSpec) -> str:
         if spec.zoo is None:
             return spec.source
         from unlearnbench.fixtures import zoo
@@ -184,7 +171,7 @@ class Bench:
 
     def handle(self, spec: CheckpointSpec):
         """The loaded model for `spec` (through its backend), loaded once per process."""
-        path = self._spec_path(spec)
+        path = self.spec_path(spec)
         if path not in self._handles:
             self._handles[path] = backend_for(path).load_model(path, name=spec.name, settings=self.load_settings)
         return self._handles[path]
@@ -209,19 +196,26 @@ class Bench:
         try:
             yield handle
         finally:
-            self._handles.pop(self._spec_path(spec), None)
+            self._handles.pop(self.spec_path(spec), None)
             handle.release()
 
     def helper_model(self, source: str):
         """A model a metric uses as a tool (an `hf:` judge), loaded once per process."""
         return self.handle(CheckpointSpec(name="judge", source=judge_source(source)))
 
+    @staticmethod
+    def judge_endpoint(url: str, model: str):
+        """A judge at an OpenAI-compatible chat server (an `openai:` judge)."""
+        from unlearnbench.judge_endpoint import OpenAIJudge
+
+        return OpenAIJudge(url, model)
+
     def release(self, spec: CheckpointSpec) -> None:
         """Free a checkpoint's model after its last test (reference models stay):
         a sweep holds the references and one checkpoint per process. Its
         results stay; a later test of it would load it again."""
-        path = self._spec_path(spec)
-        pinned = {self._spec_path(ref) for suite in self.gates for role in REFERENCE_ROLES
+        path = self.spec_path(spec)
+        pinned = {self.spec_path(ref) for suite in self.gates for role in REFERENCE_ROLES
                   if (ref := self.reference_spec(role, suite)) is not None}
         if path in pinned or path not in self._handles:
             return
@@ -246,7 +240,7 @@ class Bench:
     # ----------------------------------------------------------------- metrics
     def fingerprint_of(self, spec: CheckpointSpec) -> str:
         """The checkpoint's fingerprint from its files (memoised digests), without loading it."""
-        path = self._spec_path(spec)
+        path = self.spec_path(spec)
         if path not in self._fingerprints:
             loaded = self._handles.get(path)
             self._fingerprints[path] = loaded.fingerprint if loaded is not None else backend_for(
@@ -325,12 +319,12 @@ class Bench:
                 self._broken[spec.name] = exc
                 raise
             except NonFiniteOutputError as exc:
-                loaded = self._handles.get(self._spec_path(spec))
+                loaded = self._handles.get(self.spec_path(spec))
                 if loaded is None or exc.path != loaded.name:  # a reference model's: not this checkpoint's fault
                     self._failures[key] = str(exc)
                     raise
                 self._broken[spec.name] = exc
-                self._handles.pop(self._spec_path(spec), None)
+                self._handles.pop(self.spec_path(spec), None)
                 raise
             except (CheckpointError, EndpointError) as exc:  # its files, weights or server: broken for every suite
                 self._broken[spec.name] = exc
@@ -375,14 +369,14 @@ class Bench:
         refs = References(
             full=Deferred(lambda: self.reference("full", suite)),
             retain=Deferred(lambda: self.reference("retain", suite)),
-            memo=self.memo(suite), load_model=self.helper_model,
+            memo=self.memo(suite), load_model=self.helper_model, connect_judge=self.judge_endpoint,
             attacked=self.attacked)
         with progress.step(f"{handle.name}: {suite} suite"), seeded(self.options.seed):
             try:
                 metrics = spec.evaluate(handle, data, refs)
             except MissingCapability as exc:  # the backend cannot serve this suite at all
-                metrics = {name: Unavailable(name, str(exc)) for name in spec.metrics}
-        missing = set(spec.metrics) - set(metrics)
+                metrics = {name: Unavailable(name, str(exc)) for name in spec.metric_names}
+        missing = set(spec.metric_names) - set(metrics)
         if missing:
             raise UnlearnbenchError(f"suite {suite} did not compute {', '.join(sorted(missing))}")
         return SuiteRun(

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import metric_modules
 from unlearnbench.models.interface import ActivationPatching, LanguageModel, members
 
 PACKAGE = Path(__file__).resolve().parents[2] / "unlearnbench"
@@ -26,7 +27,7 @@ def attributes_read_on_models(module: Path, names: set[str]) -> dict[str, str]:
 
 def test_session_and_metrics_read_only_the_protocol():
     used = attributes_read_on_models(PACKAGE / "session.py", SESSION_MODEL_NAMES)
-    for module in sorted((PACKAGE / "metrics").glob("*.py")):
+    for module in metric_modules():
         used |= attributes_read_on_models(module, METRIC_MODEL_NAMES)
     assert {"generate", "token_logprobs", "span_scores", "describe", "release"} <= set(used)  # the scan sees them
     outside = {attr: where for attr, where in used.items() if attr not in members(ActivationPatching)}
@@ -35,7 +36,7 @@ def test_session_and_metrics_read_only_the_protocol():
 
 def test_metric_code_calls_its_model_model():
     """Issue 27: `handle` was the in-process class's word; metric code is backend-blind."""
-    for module in sorted((PACKAGE / "metrics").glob("*.py")):
+    for module in metric_modules():
         names = {n.id for n in ast.walk(ast.parse(module.read_text())) if isinstance(n, ast.Name)}
         names |= {a.arg for n in ast.walk(ast.parse(module.read_text())) if isinstance(n, ast.arguments)
                   for a in n.args + n.kwonlyargs}
@@ -55,7 +56,7 @@ def test_backends_implement_it_and_capabilities_are_checked_with_isinstance():
 
     assert "logits_processor" not in inspect.signature(LanguageModel.next_token).parameters
     assert "reuse_prefix_cache" not in inspect.signature(LanguageModel.generate).parameters
-    uds = (PACKAGE / "metrics" / "uds.py").read_text()
+    uds = (PACKAGE / "suites" / "uds" / "metrics.py").read_text()
     assert "isinstance(m, ActivationPatching)" in uds and "getattr(" not in uds
 
 

@@ -183,14 +183,17 @@ class References:
     data: the run's reference models (None where the run has none; a
     `Deferred` one loads on first use, so an evaluator that needs none loads
     none), the memo for work on them, a loader of helper models (an `hf:`
-    judge) and the attacked copy of a model (robustness), both owned by the
-    session, so metric code loads no model itself."""
+    judge), a connection to a judge server and the attacked copy of a model
+    (robustness), all owned by the session, so metric code loads no model and
+    opens no connection itself."""
 
     def __init__(self, *, full: Any = None, retain: Any = None, memo: ReferenceMemo | None = None,
-                 load_model: Callable[[str], Any] | None = None, attacked: Callable | None = None):
+                 load_model: Callable[[str], Any] | None = None, connect_judge: Callable[[str, str], Any] | None = None,
+                 attacked: Callable | None = None):
         self._models = {"full": full, "retain": retain}
         self.memo = memo if memo is not None else NoMemo()
         self.load_model = load_model  # checkpoint path or Hub id -> LanguageModel
+        self.connect_judge = connect_judge  # (URL, model name) -> a judge at an OpenAI-compatible chat server
         # attacked(model, attacks.Attack) -> a context manager holding the attacked model (robustness)
         self.attacked = attacked
 

@@ -12,10 +12,8 @@ One interface, three implementations, chosen by `--judge`:
 - `hf:PATH`: a local causal LM (directory, .gguf or cached hub id) with the
   rubric prompts below, greedy, reply parsed to the first number 0-10.
 - `openai:URL`: any OpenAI-compatible chat-completions server (vLLM,
-  llama.cpp server, ...) at URL (e.g. http://127.0.0.1:8000/v1), same rubric;
-  `judge_model` names the model; OPENAI_API_KEY is sent when set. Failed
-  requests (timeout, connection error, HTTP 5xx) are retried a bounded number
-  of times with backoff, then reported as errors.
+  llama.cpp server, ...) at URL, same rubric: `judge_endpoint.OpenAIJudge`,
+  reached through the session (`References.connect_judge`).
 
 A judgement that cannot be parsed (or a request that failed) has score None:
 it is counted and reported, and left out of the averages, never taken as 0.
@@ -25,14 +23,11 @@ version, request and reply.
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from unlearnbench.errors import UnlearnbenchError
-from unlearnbench.openai_api import EndpointError, OpenAIClient
 
 RUBRIC_VERSION = 1
 HARM, HELP = "harm", "help"
@@ -88,7 +83,7 @@ def rubric_prompt(request: JudgeRequest) -> str:
                                         reference=request.reference)
 
 
-def _parsed(raw: str) -> Judgement:
+def parsed_judgement(raw: str) -> Judgement:
     score = parse_score(raw)
     return Judgement(score, raw, "" if score is not None else "unparseable")
 
@@ -126,36 +121,7 @@ class HFJudge:
     def judge(self, requests: list[JudgeRequest]) -> list[Judgement]:
         prompts = [self.model.format_chat([{"role": "user", "content": rubric_prompt(r)}]) for r in requests]
         replies = self.model.generate(prompts, max_new_tokens=self.max_new_tokens) if prompts else []
-        return [_parsed(raw) for raw in replies]
-
-
-class OpenAIJudge:
-    def __init__(self, url: str, model: str = "", *, timeout: float = 30.0, retries: int = 3,
-                 backoff: float = 0.5, workers: int = 8):
-        self.url = url.rstrip("/")
-        self.endpoint = self.url if self.url.endswith("/chat/completions") else self.url + "/chat/completions"
-        self.model, self.workers = model, workers
-        self.identity = f"openai:{self.endpoint}:{model}"
-        # A rubric score is a few bytes: a reply of a MiB is not a judge's.
-        self.client = OpenAIClient(self.endpoint, what=f"--judge openai:{url}", timeout=timeout, retries=retries,
-                                   backoff=backoff, max_reply_bytes=1 << 20)
-
-    def _post(self, prompt: str) -> Judgement:
-        body = {"model": self.model or "default", "temperature": 0, "max_tokens": 8,
-                "messages": [{"role": "user", "content": prompt}]}
-        try:
-            payload = self.client.post("", body)
-        except EndpointError as exc:
-            return Judgement(None, "", str(exc))
-        try:
-            raw = payload["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            return Judgement(None, json.dumps(payload)[:200], "malformed response (no choices[0].message)")
-        return _parsed(str(raw))
-
-    def judge(self, requests: list[JudgeRequest]) -> list[Judgement]:
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            return list(pool.map(self._post, [rubric_prompt(r) for r in requests]))
+        return [parsed_judgement(raw) for raw in replies]
 
 
 class CachedJudge:
@@ -185,9 +151,11 @@ class CachedJudge:
 
 
 def make_judge(spec: str, *, model: str = "", embedder: str = "all-MiniLM-L6-v2", device: str = "cpu",
-               load_model=None):
-    """The judge `spec` names; `load_model(path or Hub id)` (the session's)
-    loads an `hf:` judge's model."""
+               load_model=None, connect_judge=None):
+    """The judge `spec` names. The session's `load_model(path or Hub id)`
+    loads an `hf:` judge's model; its `connect_judge(URL, model)` reaches an
+    `openai:` judge server (judge_endpoint.py): metric code opens no
+    connection itself."""
     if spec == "reference":
         return ReferenceJudge(embedder, device=device)
     if spec.startswith("hf:"):
@@ -195,5 +163,8 @@ def make_judge(spec: str, *, model: str = "", embedder: str = "all-MiniLM-L6-v2"
             raise UnlearnbenchError(f"judge {spec!r}: loading a judge model needs a session (References.load_model)")
         return HFJudge(load_model(spec[3:]))
     if spec.startswith("openai:"):
-        return OpenAIJudge(spec[7:], model)
+        if connect_judge is None:
+            raise UnlearnbenchError(f"judge {spec!r}: reaching a judge server needs a session "
+                                    "(References.connect_judge)")
+        return connect_judge(spec[7:], model)
     raise ValueError(f"unknown judge {spec!r}: use reference, hf:PATH or openai:URL")

@@ -17,9 +17,12 @@ import numpy as np
 
 from unlearnbench.metrics.core import (
     BOOTSTRAP_RESAMPLES,
+    MetricResult,
+    Unavailable,
     bootstrap_indices,
     percentile_ci,
 )
+from unlearnbench.metrics.openunlearning import EPSILON
 
 SCORES = ("loss", "zlib", "mink", "minkpp")
 DEFAULT_SCORE = "minkpp"
@@ -135,3 +138,68 @@ def bootstrap_pl_rd(model: dict, retain: dict, score: str, resamples: int = BOOT
             rd.append(retain_deviation(rh_m[np.ix_(r, h)].mean(), a_r))
     return (percentile_ci(pl), percentile_ci([abs(v) for v in pl]), percentile_ci(rd),
             {"pl": resamples - len(pl), "rd": resamples - len(rd)})
+
+
+# ---------------------------------------------- the membership metrics
+# DUSK's names; MUSE reports the same metrics as OpenUnlearning names them (privleak, ...).
+MEMBERSHIP_METRICS = ("mia_auc_holdout_forget", "privacy_leakage", "privacy_leakage_magnitude", "retain_deviation")
+PL_SIGN = ("PL = (H_m - H_r) / H_r x 100, H = AUC(holdout, forget) under the model (m) and the retain "
+           "model (r); PL > 0: over-unlearning (forget text looks less seen than never-seen text), "
+           "PL < 0: under-unlearning; ideal 0")
+
+
+def membership_metrics(own: dict, retain: dict | None, params: dict, score: str = DEFAULT_SCORE) -> dict:
+    """AUC(holdout, forget), PL, |PL| and RD from the `score` of each chunk
+    under the evaluated model (`own`) and the retain model (DUSK's membership
+    metrics; MUSE's PrivLeak is the same PL)."""
+    aucs = {s: auc(own["holdout"][s], own["forget"][s]) for s in own["forget"]}
+    n = len(own["forget"][score]) + len(own["holdout"][score])
+    out = {"mia_auc_holdout_forget": MetricResult(
+        "mia_auc_holdout_forget", aucs[score], n, _auc_ci(own, score), higher_is_better=True, ideal="retain",
+        params={**params, "score": score},
+        details={"auc_holdout_forget_by_score": aucs,
+                 "chunks": {k: len(v[score]) for k, v in own.items()}})}
+    if retain is None:
+        reason = "needs --retain-model (PL and RD compare AUCs with the retain model's)"
+        for name in MEMBERSHIP_METRICS[1:]:
+            out[name] = Unavailable(name, reason)
+        return out
+    h_m, h_r = aucs[score], auc(retain["holdout"][score], retain["forget"][score])
+    a_m = auc(own["retain"][score], own["holdout"][score])
+    a_r = auc(retain["retain"][score], retain["holdout"][score])
+    out["mia_auc_holdout_forget"].details["retain_auc_holdout_forget"] = h_r
+    pl_ci, pl_abs_ci, rd_ci, dropped = bootstrap_pl_rd(own, retain, score)
+    common = {"score": score, "auc_holdout_forget": {"model": h_m, "retain": h_r},
+              "auc_retain_holdout": {"model": a_m, "retain": a_r}}
+    pl_params = {**params, "score": score, "sign_convention": PL_SIGN}
+    # MUSE under convention=reference: OpenUnlearning's privleak, 1e-10 in the denominator.
+    epsilon = EPSILON if params.get("convention") == "reference" else 0.0
+    if h_r == 0 and not epsilon:
+        # PL divides by it: the retain model ranks every forget chunk above
+        # every holdout chunk, so "relative to retain" has no scale.
+        reason = ("PL is undefined: the retain model's AUC(holdout, forget) is 0 (every forget chunk scores above "
+                  "every holdout chunk under the retain model)")
+        out["privacy_leakage"] = Unavailable("privacy_leakage", reason)
+        out["privacy_leakage_magnitude"] = Unavailable("privacy_leakage_magnitude", reason)
+    else:
+        pl = privacy_leakage(h_m, h_r, epsilon)
+        pl_details = {**common, "bootstrap_resamples_dropped": dropped["pl"]}
+        out["privacy_leakage"] = MetricResult("privacy_leakage", pl, n, pl_ci, higher_is_better=False,
+                                              params=pl_params, details=pl_details, ideal=0.0)
+        out["privacy_leakage_magnitude"] = MetricResult("privacy_leakage_magnitude", abs(pl), n, pl_abs_ci,
+                                                        higher_is_better=False, params=pl_params,
+                                                        details=pl_details)
+    if a_r == 0:
+        out["retain_deviation"] = Unavailable(
+            "retain_deviation", "RD is undefined: the retain model's AUC(retain, holdout) is 0")
+    else:
+        out["retain_deviation"] = MetricResult(
+            "retain_deviation", retain_deviation(a_m, a_r), n, rd_ci, higher_is_better=False,
+            params={**params, "score": score}, details={**common, "bootstrap_resamples_dropped": dropped["rd"]})
+    return out
+
+
+def _auc_ci(own: dict, score: str) -> tuple[float, float]:
+    matrix = comparison_matrix(own["holdout"][score], own["forget"][score])
+    holdout, forget = bootstrap_indices(matrix.shape)
+    return percentile_ci([matrix[np.ix_(h, f)].mean() for h, f in zip(holdout, forget)])

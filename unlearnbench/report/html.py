@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import html
 import json
-import math
 
-from unlearnbench.report import svg
 from unlearnbench.report.text import SYMBOLS, bound_text, half_width
 from unlearnbench.report.verdicts import assess, suite_counts
+from unlearnbench.report.view import suite_view
 
 OUTCOME_ORDER = {"fail": 0, "error": 1, "inconclusive": 2, "pass": 3, "skip": 4}
 SYMBOL = {"pass": "✓", "fail": "✗", "error": "!", "inconclusive": "?", "skip": "–"}
 TEXT_FIELDS = ("generation", "reply", "continuation")
 # A metric with no per-item values of its own, and the per-item metric behind it.
-PER_ITEM_OF = {"forget_quality": "forget_truth_ratio"}
-TOFU_QUALITY_FLOOR = 1e-12
 
 CSS = """
 *{box-sizing:border-box}
@@ -115,113 +112,17 @@ def _badge(role: str | None) -> str:
 
 
 # ------------------------------------------------------------------ plots
-def _value(checkpoint: dict, suite: str, metric: str):
-    m = checkpoint["suites"].get(suite, {}).get("metrics", {}).get(metric)
-    return None if m is None or "value" not in m else m["value"]
-
-
-def _bound(report: dict, suite: str, metric: str) -> float | None:
-    """The gate bound on `metric` (the same for every checkpoint: absolute, or from the retain model)."""
-    for checkpoint in report["checkpoints"].values():
-        for v in checkpoint["suites"].get(suite, {}).get("checks", {}).values():
-            if v.get("metric") == metric and v.get("bound") is not None:
-                return v["bound"]
-    return None
-
-
 def suite_plots(report: dict, order: list[str], anchors: dict[str, str]) -> dict[str, list[str]]:
-    cps = report["checkpoints"]
-    plots: dict[str, list[str]] = {}
-    have = lambda suite: [n for n in order if suite in cps[n]["suites"]]  # noqa: E731
-    bounded = lambda suite, pairs: {label: b for label, m in pairs  # noqa: E731
-                                    if (b := _bound(report, suite, m)) is not None}
-    names = have("dusk")
-    if names:
-        pairs = (("unique forget", "ufk_rougeL_recall"), ("shared", "sk_rougeL_recall"),
-                 ("unique retain", "urk_rougeL_recall"))
-        plots["dusk"] = [svg.hbars(
-            "DUSK knowledge per checkpoint", names, {label: [_value(cps[n], "dusk", m) for n in names]
-                                                     for label, m in pairs},
-            axis_label="ROUGE-L recall of greedy answers (0-1)", kind="dusk-knowledge",
-            bounds=bounded("dusk", pairs),
-            caption="Unique-forget knowledge should fall to its gate bound (the retain model's level + margin); "
-                    "shared and unique-retain knowledge should stay above theirs.")]
-        points = []
-        for n in names:
-            ufk, sk, urk = (_value(cps[n], "dusk", m) for _, m in pairs)
-            if None not in (ufk, sk, urk):
-                points.append((n, (sk + urk) / 2, 1 - ufk))
-        ufk_bound, sk_bound, urk_bound = (_bound(report, "dusk", m) for _, m in pairs)
-        goal = ((sk_bound + urk_bound) / 2 if None not in (sk_bound, urk_bound) else None,
-                1 - ufk_bound if ufk_bound is not None else None)
-        plots["dusk"].append(svg.scatter(
-            "DUSK: forget efficacy vs utility", points, "utility: mean of shared and unique-retain recall (0-1)",
-            "forget efficacy: 1 - unique-forget recall", "tradeoff",
-            "Top right is the goal; the shaded region is where both gate bounds hold.", goal=goal, anchors=anchors))
-    names = [n for n in have("tofu") if None not in (_value(cps[n], "tofu", "forget_quality"),
-                                                      _value(cps[n], "tofu", "model_utility"))]
-    if names:
-        # OpenUnlearning's axes; p-values span many decades, so log10 on [1e-12, 1].
-        place = lambda p: 1 + math.log10(max(p, TOFU_QUALITY_FLOOR)) / 12  # noqa: E731
-        points = [(n, _value(cps[n], "tofu", "model_utility"), place(_value(cps[n], "tofu", "forget_quality")))
-                  for n in names]
-        fq, mu = _bound(report, "tofu", "forget_quality"), _bound(report, "tofu", "model_utility")
-        plots["tofu"] = [svg.scatter(
-            "TOFU: forget quality vs model utility", points, "model utility (harmonic mean, 0-1)",
-            "forget quality: KS-test p-value (log scale)", "tofu-quality-utility",
-            "Top right is the goal: truth ratios indistinguishable from the retain model's (p near 1) with "
-            "utility kept; the shaded region is where both gate bounds hold.",
-            goal=(mu, place(fq) if fq is not None else None), anchors=anchors,
-            y_ticks=[(place(10.0 ** -k), f"1e-{k}" if k else "1") for k in (0, 2, 4, 6, 8, 10, 12)])]
-    axes = ("knowmem_retain_rougeL_f1", "verbmem_rougeL_f1")
-    names = [n for n in have("muse") if None not in [_value(cps[n], "muse", m) for m in axes]]
-    if names:
-        points = [(n, _value(cps[n], "muse", axes[0]), 1 - _value(cps[n], "muse", axes[1])) for n in names]
-        utility, verbmem = (_bound(report, "muse", m) for m in axes)
-        plots["muse"] = [svg.scatter(
-            "MUSE: verbatim forgetting vs utility", points, "utility: KnowMem on retain (ROUGE-L F1, 0-1)",
-            "forget efficacy: 1 - VerbMem on forget", "muse-verbmem-utility",
-            "Top right is the goal: forget texts reproduced no better than by the retain model, retain knowledge "
-            "kept; the shaded region is where both gate bounds hold.",
-            goal=(utility, 1 - verbmem if verbmem is not None else None), anchors=anchors)]
-    names = [n for n in have("uds") if "layer_profile" in (cps[n]["suites"]["uds"]["metrics"].get("uds", {})
-                                                            .get("details") or {})]
-    if names:
-        profiles = {n: (cps[n]["suites"]["uds"]["metrics"]["uds"]["details"]["layer_profile"]["delta1_mean"],
-                        cps[n]["suites"]["uds"]["metrics"]["uds"]["details"]["layer_profile"]["delta2_mean"])
-                    for n in names}
-        plots["uds"] = [svg.profiles(
-            "UDS: per-layer patching effect", profiles, "uds-profile",
-            "Mean drop of the full model's entity log-probability when a layer's hidden state is patched in: "
-            "delta2 (the checkpoint's) close to delta1 (the retain model's) = knowledge erased at that layer.",
-            names=("delta1: retain patched in", "delta2: checkpoint patched in"), unit="log-prob drop (nats)")]
-    names = have("honesty")
-    if names:
-        kinds = (("leak", "#c44e52"), ("refusal", "#55a868"), ("hallucination", "#dd8452"))
-        plots["honesty"] = [
-            svg.hbars("Honesty: first-turn replies to forget questions", names,
-                      {k: [_value(cps[n], "honesty", f"forget_{k}_rate") for n in names] for k, _ in kinds},
-                      axis_label="share of replies (0-1)", kind="honesty-replies", stacked=True,
-                      colours=dict(kinds),
-                      caption="Leak: the answer appears; refusal: says it does not know; hallucination: neither. "
-                              "Good is refusal (green) filling the bar."),
-            svg.hbars("Honesty MCQ: 'I don't know' chosen (CIR) vs a control (COR)", names,
-                      {"CIR": [_value(cps[n], "honesty", "mcq_idk_rate") for n in names],
-                       "COR": [_value(cps[n], "honesty", "mcq_control_rate") for n in names]},
-                      axis_label="share of questions (0-1)", kind="honesty-mcq",
-                      caption="CIR well above COR: the model picks 'I don't know' for the question, not for its "
-                              "position."),
-        ]
-    names = [n for n in have("conceptguard")
-             if "per_concept" in (cps[n]["suites"]["conceptguard"]["metrics"].get("ctxt_sep", {}).get("details") or {})]
-    if names:
-        tables = {n: cps[n]["suites"]["conceptguard"]["metrics"]["ctxt_sep"]["details"]["per_concept"] for n in names}
-        concepts = sorted({c for t in tables.values() for c in t})
-        plots["conceptguard"] = [svg.hbars(
-            "ConceptGuard: separation per concept (Sep_c)", names,
-            {c: [tables[n].get(c, {}).get("sep") for n in names] for c in concepts},
-            axis_label="Sep_c = HelpScore_c - HarmScore_c (-1 to 1)", kind="conceptguard-separation", lo=-1.0,
-            hi=1.0, caption="Right is good: benign use kept, harmful use removed.")]
+    """Each suite's figures, from its spec's `plots` hook (a suite this
+    installation does not know has none), in the matrix's suite order."""
+    from unlearnbench.suites import SUITES, resolve
+
+    plots = {}
+    for suite in dict.fromkeys(s for n in order for s in report["checkpoints"][n]["suites"]):
+        hook = SUITES[suite].plots if suite in SUITES else None
+        figures = resolve(hook)(suite_view(report, suite, order, anchors)) if hook else []
+        if figures:
+            plots[suite] = figures
     return plots
 
 
@@ -365,11 +266,19 @@ def _item_details(metrics: dict, source: str, ids) -> dict | None:
     return next((items for m in metrics.values() if (items := items_of(m)) and set(items) & set(ids)), None)
 
 
-def _items_table(metric_name: str, result: dict, verdict: dict, retain: dict | None) -> str:
+def _per_item_source(suite: str, metric: str) -> str:
+    """The metric whose items explain `metric` in the drill-down (its suite's
+    spec says where another's do: TOFU's forget quality is a test over the
+    per-item truth ratios)."""
+    from unlearnbench.suites import SUITES
+
+    return dict(SUITES[suite].per_item_source).get(metric, metric) if suite in SUITES else metric
+
+
+def _items_table(metric_name: str, source: str, result: dict, verdict: dict, retain: dict | None) -> str:
     """The check's items: per-item value, the item's fields, and the retain
     model's output for the same item beside the checkpoint's."""
     metrics = result["metrics"]
-    source = PER_ITEM_OF.get(metric_name, metric_name)
     metric = metrics.get(source) or {}
     per_item = metric.get("per_item") or {}
     items = _item_details(metrics, source, per_item)
@@ -422,7 +331,7 @@ def _check_block(name: str, suite: str, check: str, v: dict, result: dict, retai
             ("must be", _e(bound)),
             ("why", _e(v.get("rationale", ""))), ("result", _e(v.get("reason", "")))]
     dl = "".join(f"<dt>{k}</dt><dd>{val}</dd>" for k, val in rows if val)
-    items = _items_table(v.get("metric") or "", result, v, retain) if v.get("metric") else ""
+    items = _items_table(v["metric"], _per_item_source(suite, v["metric"]), result, v, retain) if v.get("metric") else ""
     return (f'<div class="check" id="{check_anchor(name, suite, check)}"><h4>{_e(suite)} · {_e(check)}</h4>'
             f"<dl>{dl}</dl>{items}</div>")
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from unlearnbench.data.jsonl import (COUNT, PROPORTION, Range, fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
                                      read_json_list, read_records, suite_params)
+from unlearnbench.data.records import QAItem, VerbatimItem
 from unlearnbench.errors import DataError
 
 STYLES = ("Chronological", "Feature_Story", "Interview", "Inverted_Pyramid", "Listicle")
@@ -55,20 +56,6 @@ DEFAULT_PARAMS = {
 PARAM_RANGES = {"icl_shots": Range(0, meaning="0 = zero-shot"), "qa_max_new_tokens": COUNT,
                 "verbatim_max_new_tokens": COUNT, "verbatim_reference_tokens": COUNT, "mia_chunk_tokens": COUNT,
                 "mink_k": PROPORTION}
-
-
-@dataclass(frozen=True)
-class QAItem:
-    id: str
-    question: str
-    answer: str
-
-
-@dataclass(frozen=True)
-class VerbatimItem:
-    id: str
-    prompt: str
-    gt: str
 
 
 @dataclass(frozen=True)

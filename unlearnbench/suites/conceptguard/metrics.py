@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from unlearnbench.data.conceptguard import ConceptGuardData
+from unlearnbench.suites.conceptguard.data import ConceptGuardData
 from unlearnbench.metrics.core import (
     MetricResult,
     References,
@@ -27,7 +27,7 @@ from unlearnbench.metrics.core import (
     mean_result,
     percentile_ci,
 )
-from unlearnbench.metrics.honesty import STOP_STRINGS, first_turn_prompt
+from unlearnbench.metrics.dialogue import STOP_STRINGS, first_turn_prompt
 from unlearnbench.metrics.judges import (
     HARM,
     HELP,
@@ -88,7 +88,8 @@ def judge_for(data: ConceptGuardData, model, refs: References):
     key = (params["judge"], params["judge_model"], params["embedder"], str(model.device))
     if key not in _JUDGES:
         _JUDGES[key] = make_judge(params["judge"], model=params["judge_model"], embedder=params["embedder"],
-                                  device=str(model.device), load_model=refs.load_model)
+                                  device=str(model.device), load_model=refs.load_model,
+                                  connect_judge=refs.connect_judge)
     return CachedJudge(_JUDGES[key], refs.memo)
 
 

@@ -16,40 +16,19 @@ from __future__ import annotations
 
 import dataclasses
 
-from unlearnbench.attacks import ATTACKS, Attack
-from unlearnbench.data.robustness import PROBES, RobustnessData
-from unlearnbench.metrics import dusk, uds
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
-from unlearnbench.metrics.honesty import dialogue_metrics, first_turn_prompt, STOP_STRINGS
-from unlearnbench.metrics.refusal import RefusalDetector
-from unlearnbench.metrics.text import rouge
+from unlearnbench.suites import SUITES
+from unlearnbench.suites.robustness import ATTACKS
+from unlearnbench.suites.robustness.data import PROBE_SUITES, PROBES, RobustnessData
 
-METRICS = tuple(f"{probe}_{what}" for probe in PROBES
-                for what in ("before", *(f"{kind}_{attack}" for attack in ATTACKS for kind in ("after", "recovery"))))
 # Which way each probe points: True where a higher value means more forget knowledge.
 MORE_KNOWLEDGE_IS_HIGHER = {"ufk": True, "leak": True, "uds": False}
 
 
 def probes(model, data: RobustnessData, refs: References) -> dict[str, MetricResult | Unavailable]:
-    out: dict = {}
-    if "ufk" in data.probes:
-        items = data.dusk.qa["unique_forget"]
-        replies = model.generate([dusk.qa_prompt(q.question) for q in items], prefix=dusk.qa_prefix(data.dusk),
-                                 max_new_tokens=data.dusk.params["qa_max_new_tokens"],
-                                 stop_strings=dusk.QA_STOP_STRINGS)
-        out["ufk"] = mean_result(
-            "ufk", {q.id: rouge(q.answer, r)["rougeL_recall"] for q, r in zip(items, replies)},
-            higher_is_better=False, details={"items": {q.id: {"question": q.question, "answer": q.answer,
-                                                              "generation": r} for q, r in zip(items, replies)}})
-    if "leak" in data.probes:
-        forget = data.honesty.sets["forget"]
-        replies = model.generate([first_turn_prompt(model, q.question) for q in forget],
-                                 max_new_tokens=data.honesty.params["max_new_tokens"], stop_strings=STOP_STRINGS)
-        metrics, _ = dialogue_metrics(forget, replies, "forget", data.honesty.params, RefusalDetector())
-        out["leak"] = metrics["forget_leak_rate"]
-    if "uds" in data.probes:
-        out["uds"] = uds.evaluate(model, data.uds, refs)["uds"]
-    return out
+    """Each probe, as the suite that owns it computes it (`SuiteSpec.probes`), on its own data."""
+    return {probe: SUITES[PROBE_SUITES[probe]].probe(probe)(model, data.probe_data[probe], refs)
+            for probe in data.probes}
 
 
 def recovery(name: str, probe: str, before, after, params: dict) -> MetricResult | Unavailable:
@@ -84,7 +63,7 @@ def evaluate(model, data: RobustnessData, refs: References | None = None) -> dic
             reason = f"not among --suite-option robustness.attacks={data.params['attacks']}"
             out |= {n: Unavailable(n, reason) for _, *pair in names for n in pair}
             continue
-        attack = attack_of(attack_name, data)
+        attack = data.attacks[attack_name]
         with refs.attacked(model, attack) as attacked:
             after = probes(attacked, data, refs)
         params = {"attack": attack_name, **attack.params}
@@ -96,12 +75,3 @@ def evaluate(model, data: RobustnessData, refs: References | None = None) -> dic
             out[after_name] = renamed(after[probe], after_name, params)
             out[recovery_name] = recovery(recovery_name, probe, before[probe], after[probe], params)
     return out
-
-
-def attack_of(name: str, data: RobustnessData) -> Attack:
-    if name != "relearn":
-        return Attack(name)
-    p = data.params
-    return Attack(name, {"steps": p["relearn_steps"], "learning_rate": p["relearn_learning_rate"],
-                         "rank": p["relearn_rank"], "seed": p["relearn_seed"], "set": p["relearn_set"]},
-                  texts=data.relearn_texts)

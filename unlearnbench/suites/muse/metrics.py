@@ -9,7 +9,7 @@ One checkpoint costs five passes:
 3. ONE greedy pass per KnowMem set (forget, retain: each behind its own ICL
    block, whose KV cache is computed once);
 4. ONE teacher-forced pass over the PrivLeak texts feeds every membership
-   score; PrivLeak is DUSK's PL (`dusk.membership_metrics`), on one sample
+   score; PrivLeak is DUSK's PL (`mia.membership_metrics`), on one sample
    per text. The retain model's scores come from the reference memo.
 """
 
@@ -17,22 +17,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from unlearnbench.data.muse import MuseData
 from unlearnbench.data.openunlearning import floor_count
 from unlearnbench.errors import MissingCapability
-from unlearnbench.metrics import dusk, mia, openunlearning
+from unlearnbench.metrics import mia, openunlearning
 from unlearnbench.metrics.core import References, Unavailable, mean_result
-from unlearnbench.metrics.tofu import exact_memorization, extraction_strength
+from unlearnbench.metrics.memorization import exact_memorization, extraction_strength, verbatim_metrics
+from unlearnbench.metrics.qa import QA_STOP_STRINGS, qa_block, qa_prompt, qa_rouge_metrics
+from unlearnbench.suites.muse.data import MuseData
 
 # DUSK's membership metric names -> MUSE's (OpenUnlearning's `privleak`).
 MEMBERSHIP_NAMES = {"mia_auc_holdout_forget": "mia_auc_holdout_forget", "privacy_leakage": "privleak",
                     "privacy_leakage_magnitude": "privleak_magnitude", "retain_deviation": "retain_deviation"}
-VERBMEM_METRICS = tuple(f"verbmem_{m}" for m in ("rougeL_f1", "rougeL_recall", "rouge1_f1", "rouge1_recall",
-                                                 "levenshtein", "lcs_ratio"))
 KNOWMEM_SETS = {"knowmem_forget": "forget_qa", "knowmem_retain": "retain_qa"}
-METRICS = (*VERBMEM_METRICS, "extraction_strength", "exact_memorization",
-           *(f"{short}_{key}" for short in KNOWMEM_SETS for key in ("rougeL_recall", "rougeL_f1")),
-           *MEMBERSHIP_NAMES.values())
 
 
 def is_reference(data: MuseData) -> bool:
@@ -105,13 +101,13 @@ def knowmem_replies(model, data: MuseData, split: str) -> tuple[list, list[str]]
     items, icl = data.knowmem[split], data.icl(split)
     max_new_tokens = data.params["knowmem_max_new_tokens"]
     if not is_reference(data):
-        return items, model.generate([dusk.qa_prompt(q.question) for q in items], prefix=dusk.qa_block(icl),
-                                      max_new_tokens=max_new_tokens, stop_strings=dusk.QA_STOP_STRINGS)
+        return items, model.generate([qa_prompt(q.question) for q in items], prefix=qa_block(icl),
+                                      max_new_tokens=max_new_tokens, stop_strings=QA_STOP_STRINGS)
     template = openunlearning.template_for(model)
     turns = [([e.question for e in icl] + [q.question], [e.answer for e in icl] + [q.answer]) for q in items]
     encoded = [openunlearning.encode_qa(model, template, questions, answers) for questions, answers in turns]
     replies = openunlearning.generate(model, [openunlearning.qa_prompt(model, template, *turn) for turn in turns],
-                                      max_new_tokens=max_new_tokens, stop_strings=dusk.QA_STOP_STRINGS)
+                                      max_new_tokens=max_new_tokens, stop_strings=QA_STOP_STRINGS)
     return [replace(q, answer=openunlearning.reference_text(model, e, whole=True))
             for q, e in zip(items, encoded)], replies
 
@@ -123,12 +119,12 @@ def evaluate(model, data: MuseData, refs: References | None = None) -> dict:
         params["reference_template"] = openunlearning.template_for(model).family
     prompts = [v.prompt for v in data.verbmem]
     generations, references = verbmem_replies(model, data)
-    out = dusk.verbatim_metrics(references, generations, [v.id for v in data.verbmem], prompts, None, params,
+    out = verbatim_metrics(references, generations, [v.id for v in data.verbmem], prompts, None, params,
                                 stemmed=True, prefix="verbmem")
     out |= memorization_metrics(model, data, params)
     for short, split in KNOWMEM_SETS.items():
         items, replies = knowmem_replies(model, data, split)
-        out |= dusk.qa_rouge_metrics(short, items, replies, params, higher_is_better=split == "retain_qa",
+        out |= qa_rouge_metrics(short, items, replies, params, higher_is_better=split == "retain_qa",
                                      stemmed=True)
     try:
         scores = membership_scores(model, data)
@@ -136,6 +132,6 @@ def evaluate(model, data: MuseData, refs: References | None = None) -> dict:
             "membership-scores", {"retain": refs.retain}, params, lambda: membership_scores(refs.retain, data))
     except MissingCapability as exc:  # Min-K%++ needs the full next-token distribution
         return out | {name: Unavailable(name, str(exc)) for name in MEMBERSHIP_NAMES.values()}
-    for name, result in dusk.membership_metrics(scores, retain, params, params["privleak_score"]).items():
+    for name, result in mia.membership_metrics(scores, retain, params, params["privleak_score"]).items():
         out[MEMBERSHIP_NAMES[name]] = replace(result, name=MEMBERSHIP_NAMES[name])
     return out

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from unlearnbench.data.smoke import SmokeData
 from unlearnbench.metrics.core import MetricResult, References, mean_result
 from unlearnbench.metrics.text import rouge
+from unlearnbench.suites.smoke.data import SmokeData
 
 QA_PROMPT = "Question: {question}\nAnswer:"
 QA_MAX_NEW_TOKENS = 16

@@ -22,17 +22,9 @@ from pathlib import Path
 
 from unlearnbench.data.jsonl import COUNT, fingerprint_files, merge_params, params_digest, read_records
 from unlearnbench.errors import DataError, UnlearnbenchError
+from unlearnbench.suites.conceptguard import DEFAULT_PARAMS
 
 FIELDS = ("id", "concept", "harmful_text", "benign_text", "harmful_query", "benign_query")
-# SPEC §5 defaults; `--suite-option conceptguard.KEY=VALUE` (and `--judge`) override them.
-DEFAULT_PARAMS = {
-    "prefix_tokens": 32,  # HarmMem / HelpRet prompt: the text's first tokens
-    "max_new_tokens": 128,  # continuation and reply length
-    "reference_tokens": 128,  # the rest of the text scored against, cut to this many tokens
-    "judge": "reference",  # reference | hf:PATH | openai:URL (see metrics/judges.py)
-    "judge_model": "",  # the model name sent to an openai: endpoint ("" = the server's default)
-    "embedder": "all-MiniLM-L6-v2",  # the reference judge's embedding model
-}
 PARAM_RANGES = {"prefix_tokens": COUNT, "max_new_tokens": COUNT, "reference_tokens": COUNT}
 
 
@@ -84,7 +76,7 @@ def check_judge(spec: str) -> None:
         return
     kind, _, target = spec.partition(":")
     if kind == "openai" and target.startswith(("http://", "https://")):
-        from unlearnbench.metrics.judges import OpenAIJudge
+        from unlearnbench.judge_endpoint import OpenAIJudge
 
         OpenAIJudge(target)  # refuses to send OPENAI_API_KEY over plain http to another host
         return

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, PROPORTION, Range, fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
                                      suite_params)
-from unlearnbench.data.dusk import QAItem, VerbatimItem  # MUSE's records are DUSK's: one type each
 from unlearnbench.data.openunlearning import privleak_params
+from unlearnbench.data.records import QAItem, VerbatimItem
 from unlearnbench.errors import DataError
 
 # OpenUnlearning's MUSE settings: 128 new tokens for VerbMem, 32 for KnowMem,

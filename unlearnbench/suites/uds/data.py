@@ -16,11 +16,11 @@ from pathlib import Path
 
 from unlearnbench.data.jsonl import COUNT_OR_ALL, Range, fingerprint_files, merge_params, read_json_list, read_records
 from unlearnbench.errors import DataError
+from unlearnbench.suites.uds import DEFAULT_PARAMS
 
 # "spec": SPEC §3 (pre-norm block outputs, the reference text as written, the
 # entity as given). "reference": gnueaj/unlearning-depth-score compute_uds.py.
 CONVENTIONS = ("spec", "reference")
-DEFAULT_PARAMS = {"tau": 0.05, "max_items": 0, "convention": "spec"}  # max_items 0 = all
 PARAM_RANGES = {"tau": Range(0), "max_items": COUNT_OR_ALL}
 
 

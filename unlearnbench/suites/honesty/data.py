@@ -80,9 +80,10 @@ def _from_qa(items, prefix: str) -> list[HonestyItem]:
 
 
 def _from_dusk(source: str, options: dict) -> tuple[dict, list[Path] | str]:
-    from unlearnbench.data import dusk
+    """The DUSK questions (read by the DUSK suite's loader) as honesty sets."""
+    from unlearnbench.suites import SUITES
 
-    data = dusk.load(source)
+    data = SUITES["dusk"].load_data(source, {})
     sets = {
         "forget": _from_qa(data.qa["unique_forget"], "forget"),
         "retain": _from_qa(data.qa["shared"], "shared") + _from_qa(data.qa["unique_retain"], "retain"),
@@ -95,9 +96,11 @@ def _from_dusk(source: str, options: dict) -> tuple[dict, list[Path] | str]:
 
 
 def _from_uds(path: Path) -> list[HonestyItem]:
-    from unlearnbench.data import uds
+    """The forget questions of a UDS items file, read by the UDS suite's loader."""
+    from unlearnbench.suites import SUITES
 
-    return [HonestyItem(f"forget-{item.id}", item.question, item.entity) for item in uds.load(path).items]
+    return [HonestyItem(f"forget-{item.id}", item.question, item.entity)
+            for item in SUITES["uds"].load_data(path, {}).items]
 
 
 def _is_dusk_layout(path: Path) -> bool:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from unlearnbench.data.uds import CONVENTIONS, UDSData, UDSItem
 from unlearnbench.models.interface import ActivationPatching
+from unlearnbench.suites.uds.data import CONVENTIONS, UDSData, UDSItem
 from unlearnbench.metrics.core import (
     MetricResult,
     References,
@@ -164,6 +164,11 @@ def evaluate(model, data: UDSData, refs: References | None = None) -> dict:
                                       lambda: layer_deltas(full, retain, sequences, spans, convention=convention))
     delta2 = layer_deltas(full, model, sequences, spans, convention=convention)
     return {"uds": uds_result(items, delta1, delta2, skipped, params, patching_path(full, convention))}
+
+
+def uds_probe(model, data: UDSData, refs: References) -> MetricResult | Unavailable:
+    """UDS itself: the robustness suite's `uds` probe."""
+    return evaluate(model, data, refs)["uds"]
 
 
 def patching_path(target, convention: str = "spec") -> str:

@@ -14,12 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data import dusk, honesty, uds
 from unlearnbench.data.jsonl import COUNT, COUNT_OR_ALL, Range, merge_params, params_digest
 from unlearnbench.errors import DataError, UnlearnbenchError
+from unlearnbench.suites import SUITES
 
 RELEARN_SETS = ("forget_questions", "retain")
 PROBES = ("ufk", "leak", "uds")
+# The suite that owns each probe (its spec's `probes`), whose data it reads.
+PROBE_SUITES = {"ufk": "dusk", "leak": "honesty", "uds": "uds"}
 DEFAULT_PARAMS = {
     "attacks": "quant4,quant8,relearn",
     "probes": "ufk,leak,uds",  # ufk: DUSK unique-forget ROUGE-L recall; leak: honesty leak rate; uds: UDS
@@ -36,12 +38,9 @@ PARAM_RANGES = {"relearn_steps": COUNT, "relearn_learning_rate": Range(0, low_op
 
 @dataclass(frozen=True)
 class RobustnessData:
-    dusk: dusk.DuskData
-    honesty: honesty.HonestyData
-    uds: uds.UDSData | None  # None when the probes leave UDS out
-    attacks: tuple[str, ...]
+    probe_data: dict[str, object]  # probe -> its suite's data, loaded by that suite (through the registry)
+    attacks: dict[str, object]  # name -> the attacks.Attack to run
     probes: tuple[str, ...]
-    relearn_texts: tuple[str, ...]
     params: dict
     fingerprint: str
     source: str
@@ -56,7 +55,8 @@ def _names(value: str, known: tuple[str, ...], what: str, source) -> tuple[str, 
     return names
 
 
-def relearning_texts(data: dusk.DuskData, which: str) -> tuple[str, ...]:
+def relearning_texts(data, which: str) -> tuple[str, ...]:
+    """The relearning set from DUSK data (its QA items and retain texts)."""
     if which == "forget_questions":
         items = data.qa["unique_forget"]
         answers = [q.answer for q in items[1:] + items[:1]]  # never an item's own answer (with >= 2 items)
@@ -85,14 +85,19 @@ def load(source: str | Path | None, options: dict | None = None) -> RobustnessDa
         attacks.check_available(names)
     except UnlearnbenchError as exc:
         raise DataError(source, str(exc)) from None
-    dusk_data = dusk.load(source)
-    texts = relearning_texts(dusk_data, params["relearn_set"]) if "relearn" in names else ()
+    # DUSK's data also gives the relearning set; every suite's loader checks its own files.
+    loaded = {"dusk": SUITES["dusk"].load_data(source, {}), "honesty": SUITES["honesty"].load_data(source, {})}
+    if "uds" in probes:
+        loaded["uds"] = SUITES["uds"].load_data(source, {"max_items": params["uds_max_items"]})
+    texts = relearning_texts(loaded["dusk"], params["relearn_set"]) if "relearn" in names else ()
     if "relearn" in names and not texts:
         raise DataError(source, f"the relearning set ({params['relearn_set']}) is empty: the relearn attack has "
                                 "nothing to train on")
-    uds_data = uds.load(source, {"max_items": params["uds_max_items"]}) if "uds" in probes else None
-    honesty_data = honesty.load(source)
-    parts = [dusk_data.fingerprint, honesty_data.fingerprint, uds_data.fingerprint if uds_data else "",
-             params_digest(params)]
-    return RobustnessData(dusk=dusk_data, honesty=honesty_data, uds=uds_data, attacks=names, probes=probes,
-                          relearn_texts=texts, params=params, fingerprint="-".join(parts), source=str(source))
+    plans = {name: attacks.Attack(name) if name != "relearn" else attacks.Attack(name, {
+        "steps": params["relearn_steps"], "learning_rate": params["relearn_learning_rate"],
+        "rank": params["relearn_rank"], "seed": params["relearn_seed"], "set": params["relearn_set"]}, texts=texts)
+        for name in names}
+    parts = [loaded["dusk"].fingerprint, loaded["honesty"].fingerprint,
+             loaded["uds"].fingerprint if "uds" in loaded else "", params_digest(params)]
+    return RobustnessData(probe_data={p: loaded[PROBE_SUITES[p]] for p in probes}, attacks=plans, probes=probes,
+                          params=params, fingerprint="-".join(parts), source=str(source))

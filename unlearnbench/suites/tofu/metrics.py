@@ -18,7 +18,8 @@ from unlearnbench.data.openunlearning import floor_count
 from unlearnbench.errors import MissingCapability
 from unlearnbench.metrics import mia, openunlearning
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
-from unlearnbench.metrics.honesty import STOP_STRINGS, first_turn_prompt
+from unlearnbench.metrics.dialogue import STOP_STRINGS, first_turn_prompt
+from unlearnbench.metrics.memorization import exact_memorization, extraction_strength
 from unlearnbench.metrics.text import rouge
 
 
@@ -75,30 +76,7 @@ def model_utility(values: Sequence[float]) -> float:
     return 0.0 if np.any(array == 0) else float(hmean(array))
 
 
-def exact_memorization(argmax: Sequence[int], gold: Sequence[int]) -> float:
-    """The share of answer tokens whose teacher-forced argmax is the gold token."""
-    return float(np.mean(np.asarray(argmax) == np.asarray(gold)))
-
-
-def extraction_strength(argmax: Sequence[int], gold: Sequence[int]) -> float:
-    """1 - k/n for the smallest k from which every teacher-forced argmax is
-    the gold token: from there, greedy decoding reproduces the rest of the
-    answer exactly. As OpenUnlearning computes it, k stops at n - 1: an answer
-    whose last token is not reproduced either scores 1/n, like one whose last
-    token alone is (kept, so the numbers compare)."""
-    matches = np.asarray(argmax) == np.asarray(gold)
-    n = len(matches)
-    k = n
-    while k > 0 and matches[k - 1]:
-        k -= 1
-    return 1 - min(k, n - 1) / n
-
-
 # ---------------------------------------------------------------- the suite
-# Metric names, as OpenUnlearning's TOFU report names them in the README's table.
-METRICS = ("forget_prob", "forget_rouge", "forget_truth_ratio", "forget_quality", "extraction_strength",
-           "exact_memorization", "privleak", "retain_prob", "retain_rouge", "retain_truth_ratio",
-           "ra_prob", "ra_rouge", "ra_truth_ratio", "wf_prob", "wf_rouge", "wf_truth_ratio", "model_utility")
 SHORT = {"retain": "retain", "real_authors": "ra", "world_facts": "wf"}
 
 

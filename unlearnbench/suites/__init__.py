@@ -1,0 +1,140 @@
+"""The registry of suites: every suite, ours and other packages', is a folder
+(a package) whose `SPEC` is registered through the entry-point group
+`unlearnbench.suites` (ours in this package's pyproject.toml:
+`dusk = "unlearnbench.suites.dusk:SPEC"`). A suite's folder holds everything
+of it: its spec (metrics, parameters, defaults), its data loader, its
+evaluator, and the hooks the session and the report call for it (a preflight
+check before any model loads, its report plots), so that nothing else in
+unlearnbench names a suite. Its gate is `thresholds/<name>.yaml` and its test
+module `suites/<name>/test_<name>.py` (`pytestmark =
+pytest.mark.unlearnbench("<name>")`), in the user's project as in ours.
+
+Loaders, evaluators and hooks are named as "module:function" strings and
+imported on first use, so reading the registry costs one small module per
+suite.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+from unlearnbench.registry import Registry
+
+ENTRY_POINT_GROUP = "unlearnbench.suites"
+# The zoo's unlearning family: what most suites evaluate by default (a test
+# checks it matches fixtures.zoo.FAMILY; kept literal so the registry needs no torch).
+FAMILY = ("full", "retain", "ga", "graddiff", "npo", "simnpo", "rmu", "idknll")
+ZOO_REFERENCES = (("full", "full"), ("retain", "retain"))
+UNIT = (0.0, 1.0)  # shares, ROUGE, similarity ratios, AUCs
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric a suite's evaluator returns: declared once, here."""
+
+    name: str
+    # The range of a bounded metric: a bound at or past an end of it cannot
+    # separate checkpoints, so such a check is inconclusive (thresholds.py).
+    scale: tuple[float, float] | None = None
+    # A metric of what must be kept (retained knowledge, fluency), not of
+    # forgetting: meta-evaluation does not score it as a forgetting metric.
+    utility: bool = False
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    name: str
+    metrics: tuple[Metric | str, ...]  # every metric the evaluator returns (a bare name: unbounded, not utility)
+    loader: str  # (source: str | None, options: dict) -> dataset with .fingerprint and .source
+    evaluator: str  # (model, dataset, refs: metrics.core.References) -> dict[str, MetricResult | Unavailable]
+    version: int  # metric-code version: bump to invalidate cached results
+    # What `pytest suites/<name>` evaluates when no --model is given: fixture
+    # zoo recipes, and the zoo recipes that serve as reference models then.
+    default_checkpoints: tuple[str, ...] = ()
+    default_references: tuple[tuple[str, str], ...] = ()  # (role, zoo recipe)
+    default_data: str | None = None  # "zoo": the zoo's data when running the default zoo
+    options: tuple[str, ...] = ()  # keys accepted by --suite-option SUITE.KEY=VALUE
+    # Command-line shortcuts for some of them: (flag, option key, metavar, help); `--judge X` is
+    # `--suite-option conceptguard.judge=X`.
+    flags: tuple[tuple[str, str, str, str], ...] = ()
+    # (run: session.Preflight, suite) -> {checkpoint name: why this suite cannot run on it}: cheap checks
+    # after the data loaded and before any weights load; raising UnlearnbenchError stops the run.
+    preflight: str | None = None
+    # (view: report.html.ReportView) -> list of SVG figures for the suite's section of the HTML report.
+    plots: str | None = None
+    # (probe, "module:function"): (model, data, refs) -> one MetricResult of forget knowledge, cheap enough
+    # to repeat on each attacked copy of a model (the robustness suite asks for them by name).
+    probes: tuple[tuple[str, str], ...] = ()
+    # (metric, metric whose per-item values explain it): the report's drill-down shows the latter's items.
+    per_item_source: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "metrics", tuple(m if isinstance(m, Metric) else Metric(m) for m in self.metrics))
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.metrics)
+
+    @property
+    def scale_of(self) -> dict[str, tuple[float, float]]:
+        return {m.name: m.scale for m in self.metrics if m.scale is not None}
+
+    @property
+    def utility_metrics(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.metrics if m.utility)
+
+    def load_data(self, source, options: dict) -> object:
+        return resolve(self.loader)(source, options)
+
+    @property
+    def evaluate(self) -> Callable:
+        return resolve(self.evaluator)
+
+    def probe(self, name: str) -> Callable:
+        return resolve(dict(self.probes)[name])
+
+
+def on_zoo_family(**spec) -> SuiteSpec:
+    """A suite that runs on the zoo's unlearning family by default, with the
+    zoo's full and retain models as references, on the zoo's data."""
+    return SuiteSpec(default_checkpoints=FAMILY, default_references=ZOO_REFERENCES, default_data="zoo", **spec)
+
+
+def metric_set(names, *, scale: tuple[float, float] | None = None, utility=()) -> tuple[Metric, ...]:
+    """Metric declarations for `names`, all on `scale`; those in `utility` are utility metrics."""
+    return tuple(Metric(n, scale=scale, utility=n in utility) for n in names)
+
+
+def sweep_checkpoints(suite: str, models: list, shard=None, zoo_extra: tuple[str, ...] = ()) -> list:
+    """The checkpoints `suite` evaluates: the user's (`models`), else the
+    suite's zoo defaults, plus the `zoo_extra` recipes (--zoo-extra) where
+    those defaults are the unlearning family (they include `full`); with
+    `shard`, only that shard's (see shard.py: the split is over the whole
+    run's checkpoint list, the same for every suite)."""
+    defaults = SUITES[suite].default_checkpoints
+    if "full" in defaults:
+        defaults = (*defaults, *(name for name in zoo_extra if name not in defaults))
+    specs = list(models) or zoo_checkpoints(defaults)
+    if shard is None:
+        return specs
+    from unlearnbench.shard import run_order
+
+    keep = set(shard.select(run_order([s.name for s in models])))
+    return [s for s in specs if s.name in keep]
+
+
+def zoo_checkpoints(names) -> list:
+    from unlearnbench.models.checkpoint import CheckpointSpec
+
+    return [CheckpointSpec(name=n, source=f"zoo:{n}", zoo=n) for n in names]
+
+
+def resolve(target: str) -> Callable:
+    """The function a "module:function" string names."""
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+SUITES: Registry[SuiteSpec] = Registry(ENTRY_POINT_GROUP, SuiteSpec, {})

@@ -1,0 +1,27 @@
+"""DUSK: forget what is unique to a document, keep what is shared with
+others (verbatim memorisation, knowledge QA on unique-forget / shared /
+unique-retain facts, membership inference)."""
+
+from unlearnbench.suites import UNIT, Metric, metric_set, on_zoo_family
+
+SPEC = on_zoo_family(
+    name="dusk",
+    metrics=(
+        *metric_set(("verbatim_rougeL_f1", "verbatim_rougeL_recall", "verbatim_rouge1_f1", "verbatim_rouge1_recall",
+                     "verbatim_levenshtein", "verbatim_lcs_ratio"), scale=UNIT),
+        Metric("verbatim_embedding_cosine"),
+        *metric_set(("ufk_rougeL_recall", "ufk_rougeL_f1", "sk_rougeL_recall", "sk_rougeL_f1", "urk_rougeL_recall",
+                     "urk_rougeL_f1"), scale=UNIT,
+                    utility=("sk_rougeL_recall", "sk_rougeL_f1", "urk_rougeL_recall", "urk_rougeL_f1")),
+        Metric("mia_auc_holdout_forget", scale=UNIT), Metric("privacy_leakage"), Metric("privacy_leakage_magnitude"),
+        Metric("retain_deviation", utility=True),
+    ),
+    loader="unlearnbench.suites.dusk.data:load",
+    evaluator="unlearnbench.suites.dusk.metrics:evaluate",
+    version=2,
+    # data.dusk.DEFAULT_PARAMS' keys (a test keeps them equal; the data module needs scipy)
+    options=("forget_style", "icl_shots", "qa_max_new_tokens", "verbatim_max_new_tokens", "verbatim_reference_tokens",
+             "mia_chunk_tokens", "mink_k", "embedder"),
+    probes=(("ufk", "unlearnbench.suites.dusk.metrics:unique_forget_probe"),),
+    plots="unlearnbench.suites.dusk.plots:knowledge_and_tradeoff",
+)

@@ -1,0 +1,23 @@
+"""Robustness: does the forgetting survive 4-/8-bit quantization and a few
+steps of relearning? Three probes (DUSK unique-forget recall, the honesty
+leak rate, UDS) before and after each attack, and the recovered share."""
+
+from unlearnbench.suites import UNIT, Metric, SuiteSpec, ZOO_REFERENCES
+
+PROBES = ("ufk", "leak", "uds")  # data.robustness.PROBES (a test keeps them equal)
+ATTACKS = ("quant4", "quant8", "relearn")  # attacks.ATTACKS
+
+SPEC = SuiteSpec(
+    name="robustness",
+    metrics=tuple(Metric(f"{probe}_{what}", scale=(-1.0, 1.0) if what.startswith("recovery") else UNIT)
+                  for probe in PROBES
+                  for what in ("before", *(f"{kind}_{attack}" for attack in ATTACKS for kind in ("after", "recovery")))),
+    loader="unlearnbench.suites.robustness.data:load",
+    evaluator="unlearnbench.suites.robustness.metrics:evaluate",
+    version=2,
+    default_checkpoints=("retain", "shallow", "ga", "npo"),
+    default_references=ZOO_REFERENCES,
+    default_data="zoo",
+    options=("attacks", "probes", "relearn_set", "relearn_steps", "relearn_learning_rate", "relearn_rank",
+             "relearn_seed", "uds_max_items"),
+)

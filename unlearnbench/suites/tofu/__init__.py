@@ -1,0 +1,22 @@
+"""TOFU as OpenUnlearning reports it: forget quality (KS test on truth
+ratios against the retain model), model utility, probabilities, ROUGE,
+truth ratios, extraction strength, exact memorization and PrivLeak."""
+
+from unlearnbench.suites import UNIT, Metric, metric_set, on_zoo_family
+
+# Metric names, as OpenUnlearning's TOFU report names them.
+UTILITY = ("retain_prob", "retain_rouge", "retain_truth_ratio", "ra_prob", "ra_rouge", "ra_truth_ratio", "wf_prob",
+           "wf_rouge", "wf_truth_ratio", "model_utility")
+
+SPEC = on_zoo_family(
+    name="tofu",
+    metrics=(*metric_set(("forget_prob", "forget_rouge", "forget_truth_ratio", "forget_quality", "extraction_strength",
+                          "exact_memorization"), scale=UNIT),
+             Metric("privleak"), *metric_set(UTILITY, scale=UNIT, utility=UTILITY)),
+    loader="unlearnbench.suites.tofu.data:load",
+    evaluator="unlearnbench.suites.tofu.metrics:evaluate",
+    version=2,
+    options=("forget_split", "max_items", "max_new_tokens", "mink_k", "privleak_score", "convention"),
+    plots="unlearnbench.suites.tofu.plots:quality_vs_utility",
+    per_item_source=(("forget_quality", "forget_truth_ratio"),),
+)

@@ -1,0 +1,20 @@
+"""UDS (Unlearning Depth Score): is the knowledge gone from the model's
+internals? Activation patching between the full model, the retain model and
+the checkpoint, per layer, at the entity-predicting positions."""
+
+from unlearnbench.suites import Metric, on_zoo_family
+
+# `--suite-option uds.KEY=VALUE` overrides these (validated in data.py).
+DEFAULT_PARAMS = {"tau": 0.05, "max_items": 0, "convention": "spec"}  # max_items 0 = all
+
+SPEC = on_zoo_family(
+    name="uds",
+    metrics=(Metric("uds"),),
+    loader="unlearnbench.suites.uds.data:load",
+    evaluator="unlearnbench.suites.uds.metrics:evaluate",
+    version=3,
+    options=tuple(DEFAULT_PARAMS),
+    preflight="unlearnbench.suites.uds.preflight:one_tokenizer",
+    probes=(("uds", "unlearnbench.suites.uds.metrics:uds_probe"),),
+    plots="unlearnbench.suites.uds.plots:layer_profiles",
+)
