@@ -67,6 +67,9 @@ class SuiteSpec:
     # (probe, "module:function"): (model, data, refs) -> one MetricResult of forget knowledge, cheap enough
     # to repeat on each attacked copy of a model (the robustness suite asks for them by name).
     probes: tuple[tuple[str, str], ...] = ()
+    # (directory, fixtures.corpus.Corpus) -> None: writes the suite's data for the fixture zoo's corpus
+    # in the suite's own format (the zoo's data folder has one subfolder per suite).
+    zoo_data: str | None = None
     # (metric, metric whose per-item values explain it): the report's drill-down shows the latter's items.
     per_item_source: tuple[tuple[str, str], ...] = ()
 

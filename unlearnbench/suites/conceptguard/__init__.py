@@ -23,6 +23,7 @@ SPEC = on_zoo_family(
              *metric_set(("ctxt_sep", "ctxt_sep_macro", "rouge_sep"), scale=(-1.0, 1.0))),
     loader="unlearnbench.suites.conceptguard.data:load",
     evaluator="unlearnbench.suites.conceptguard.metrics:evaluate",
+    zoo_data="unlearnbench.suites.conceptguard.zoo:write",
     version=3,
     options=tuple(DEFAULT_PARAMS),
     flags=(("--judge", "judge", "reference|hf:PATH|openai:URL",

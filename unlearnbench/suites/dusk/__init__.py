@@ -18,6 +18,7 @@ SPEC = on_zoo_family(
     ),
     loader="unlearnbench.suites.dusk.data:load",
     evaluator="unlearnbench.suites.dusk.metrics:evaluate",
+    zoo_data="unlearnbench.suites.dusk.zoo:write",
     version=2,
     # data.dusk.DEFAULT_PARAMS' keys (a test keeps them equal; the data module needs scipy)
     options=("forget_style", "icl_shots", "qa_max_new_tokens", "verbatim_max_new_tokens", "verbatim_reference_tokens",

@@ -15,6 +15,7 @@ SPEC = on_zoo_family(
              Metric("privleak"), *metric_set(UTILITY, scale=UNIT, utility=UTILITY)),
     loader="unlearnbench.suites.tofu.data:load",
     evaluator="unlearnbench.suites.tofu.metrics:evaluate",
+    zoo_data="unlearnbench.suites.tofu.zoo:write",
     version=2,
     options=("forget_split", "max_items", "max_new_tokens", "mink_k", "privleak_score", "convention"),
     plots="unlearnbench.suites.tofu.plots:quality_vs_utility",

@@ -12,6 +12,7 @@ SPEC = on_zoo_family(
     metrics=(Metric("uds"),),
     loader="unlearnbench.suites.uds.data:load",
     evaluator="unlearnbench.suites.uds.metrics:evaluate",
+    zoo_data="unlearnbench.suites.uds.zoo:write",
     version=3,
     options=tuple(DEFAULT_PARAMS),
     preflight="unlearnbench.suites.uds.preflight:one_tokenizer",
