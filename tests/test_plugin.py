@@ -215,3 +215,61 @@ def test_zoo_extra_adds_recipes_to_the_family_suites_only_and_bad_names_stop_the
     bad = pytester.runpytest_subprocess("suites", "--collect-only", "--zoo-extra", "retain-seed9")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--zoo-extra retain-seed9: no zoo recipe of this name (known: *retain-seed1*"])
+
+
+def test_yaml_checks_are_items_beside_hand_written_suite_tests(project, cache_dir, smoke_lm_dir):
+    """Issue 27: a YAML check is a `CheckItem` collected from the module's
+    `pytestmark` line (nothing is added to the module); a test the module
+    defines for a check replaces the generated one, and other hand-written
+    suite tests run on the same checkpoints through the `gate` fixture."""
+    module = project.path / "suites" / "smoke" / "test_smoke.py"
+    module.write_text(module.read_text() + '''
+
+def test_answers_reference_questions(gate):
+    verdict = gate.check()
+    assert verdict.outcome == "pass"
+
+
+def test_own_check(gate, checkpoint):
+    assert gate.check("fluent_on_reference_texts").outcome == "pass" and checkpoint.name == "lm"
+''')
+    (project.path / "conftest.py").write_text('''
+def pytest_collection_finish(session):
+    from unlearnbench.collect import CheckItem
+    kinds = sorted({(type(i).__name__, i.name.split("[")[0]) for i in session.items})
+    print("KINDS", kinds)
+''')
+    result, report = run_suite(project, cache_dir, "--model", f"lm={smoke_lm_dir}", "-s")
+    result.stdout.fnmatch_lines(["KINDS [[]('CheckItem', 'test_fluent_on_reference_texts'), "
+                                 "('CheckItem', 'test_no_less_fluent_than_full'), "
+                                 "('Function', 'test_answers_reference_questions'), ('Function', 'test_own_check')[]]"])
+    result.assert_outcomes(passed=3, skipped=1)
+    assert set(report["checkpoints"]["lm"]["suites"]["smoke"]["checks"]) == {
+        "fluent_on_reference_texts", "answers_reference_questions", "no_less_fluent_than_full"}
+    from unlearnbench.suites.smoke import SPEC
+
+    assert not hasattr(SPEC, "test_fluent_on_reference_texts")  # nothing is set on a module or spec
+
+
+def test_conftest_hooks_add_figures_and_see_the_written_report(project, cache_dir, smoke_lm_dir):
+    """hookspec.py: `pytest_unlearnbench_plots` adds a figure to a suite's
+    section of the HTML report; `pytest_unlearnbench_report` gets the report
+    and the written files (e.g. to upload them)."""
+    (project.path / "conftest.py").write_text('''
+def pytest_unlearnbench_plots(suite, view):
+    if suite == "smoke":
+        values = ",".join(f"{n}={view.value(n, 'qa_rougeL_recall')}" for n in view.names)
+        return [f'<figure data-plot="from-conftest">{values}</figure>']
+
+
+def pytest_unlearnbench_report(report, files):
+    import json, pathlib
+    pathlib.Path("hook.json").write_text(json.dumps({"html": str(files.html),
+                                                     "checkpoints": sorted(report["checkpoints"])}))
+''')
+    result, report = run_suite(project, cache_dir, "--model", f"lm={smoke_lm_dir}")
+    seen = json.loads((project.path / "hook.json").read_text())
+    assert seen["checkpoints"] == ["lm"] and Path(seen["html"]).is_file()
+    html = Path(seen["html"]).read_text()
+    value = report["checkpoints"]["lm"]["suites"]["smoke"]["metrics"]["qa_rougeL_recall"]["value"]
+    assert f'<figure data-plot="from-conftest">lm={value}</figure>' in html

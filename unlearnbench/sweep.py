@@ -43,7 +43,7 @@ OUTPUT_TAIL_CHARS = 4000
 def pytest_collection_finish(session) -> None:
     """Preflight plugin (`-p unlearnbench.sweep`): write the run's checkpoints,
     their tests and where reports go to the file named by $UNLEARNBENCH_SWEEP_PLAN."""
-    from unlearnbench.plugin import checkpoint_spec_of
+    from unlearnbench.collect import checkpoint_spec_of
     from unlearnbench.shard import run_order
 
     target = os.environ.get(PLAN_ENV)

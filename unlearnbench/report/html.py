@@ -18,7 +18,7 @@ import json
 
 from unlearnbench.report.text import SYMBOLS, bound_text, half_width
 from unlearnbench.report.verdicts import assess, suite_counts
-from unlearnbench.report.view import suite_view
+from unlearnbench.report.view import suite_views
 
 OUTCOME_ORDER = {"fail": 0, "error": 1, "inconclusive": 2, "pass": 3, "skip": 4}
 SYMBOL = {"pass": "✓", "fail": "✗", "error": "!", "inconclusive": "?", "skip": "–"}
@@ -112,15 +112,16 @@ def _badge(role: str | None) -> str:
 
 
 # ------------------------------------------------------------------ plots
-def suite_plots(report: dict, order: list[str], anchors: dict[str, str]) -> dict[str, list[str]]:
-    """Each suite's figures, from its spec's `plots` hook (a suite this
-    installation does not know has none), in the matrix's suite order."""
+def suite_plots(report: dict, extra: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+    """Each suite's figures: its spec's `plots` hook (a suite this installation
+    does not know has none), then the `extra` ones a conftest.py adds
+    (hookspec.py); in the matrix's suite order."""
     from unlearnbench.suites import SUITES, resolve
 
     plots = {}
-    for suite in dict.fromkeys(s for n in order for s in report["checkpoints"][n]["suites"]):
+    for suite, view in suite_views(report).items():
         hook = SUITES[suite].plots if suite in SUITES else None
-        figures = resolve(hook)(suite_view(report, suite, order, anchors)) if hook else []
+        figures = [*(resolve(hook)(view) if hook else []), *(extra or {}).get(suite, [])]
         if figures:
             plots[suite] = figures
     return plots
@@ -353,11 +354,10 @@ def _drilldown(report: dict, a: dict) -> str:
     return "".join(out)
 
 
-def render(report: dict) -> str:
+def render(report: dict, extra_figures: dict[str, list[str]] | None = None) -> str:
     run, summary = report["run"], report["summary"]
     a = report.get("assessment") or assess(report)
-    anchors = {n: v["role"] for n, v in a["verdicts"].items() if v["role"]}
-    plots = suite_plots(report, a["order"], anchors)
+    plots = suite_plots(report, extra_figures)
     plot_html = "".join(f"<h3>{_e(suite)}</h3><div class=\"plots\">{''.join(figs)}</div>"
                         for suite, figs in plots.items())
     env = report.get("environment", {})

@@ -167,8 +167,9 @@ class ReportFiles(NamedTuple):
     jsonl: Path
 
 
-def write_outputs(report: dict, directory: Path) -> ReportFiles:
-    """report.json, report.html, report.md, results.csv and results.jsonl
+def write_outputs(report: dict, directory: Path, extra_figures: dict[str, list[str]] | None = None) -> ReportFiles:
+    """report.json, report.html (with `extra_figures`, suite -> figures a
+    conftest.py adds: hookspec.py), report.md, results.csv and results.jsonl
     (each atomically), then the `latest` link; report.md is also appended to
     $GITHUB_STEP_SUMMARY when that is set (a GitHub Actions job's summary).
     Non-finite numbers become null with a note (`non_finite`): the writer never
@@ -192,7 +193,7 @@ def write_outputs(report: dict, directory: Path) -> ReportFiles:
                         markdown=directory / "report.md", csv=directory / "results.csv",
                         jsonl=directory / "results.jsonl")
     summary = markdown(report)
-    atomic_write_text(files.html, render(report))
+    atomic_write_text(files.html, render(report, extra_figures))
     atomic_write_text(files.markdown, summary)
     atomic_write_text(files.csv, results_csv(report))
     atomic_write_text(files.jsonl, results_jsonl(report))

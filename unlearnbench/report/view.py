@@ -34,5 +34,13 @@ class SuiteView:
         return {label: b for label, metric in pairs if (b := self.bound(metric)) is not None}
 
 
-def suite_view(report: dict, suite: str, order: list[str], anchors: dict[str, str]) -> SuiteView:
-    return SuiteView(suite, report, tuple(n for n in order if suite in report["checkpoints"][n]["suites"]), anchors)
+def suite_views(report: dict) -> dict[str, SuiteView]:
+    """One view per suite of the report, in the matrix's suite order."""
+    from unlearnbench.report.verdicts import assess
+
+    assessment = report.get("assessment") or assess(report)
+    order = assessment["order"]
+    anchors = {n: v["role"] for n, v in assessment["verdicts"].items() if v["role"]}
+    suites = dict.fromkeys(s for n in order for s in report["checkpoints"][n]["suites"])
+    return {suite: SuiteView(suite, report, tuple(n for n in order if suite in report["checkpoints"][n]["suites"]),
+                             anchors) for suite in suites}

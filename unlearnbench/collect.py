@@ -1,0 +1,105 @@
+"""Collection: a suite's test module declares its suite with
+`pytestmark = pytest.mark.unlearnbench("<suite>")`, and collecting that line
+yields one `CheckItem` per check of the suite's thresholds YAML (that the
+module does not define as a test itself) and per checkpoint, plus the
+regression check against --baseline. A check in YAML is a test; hand-written
+suite tests (`def test_x(gate)`) are pytest functions parametrized over the
+same checkpoints."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+MARKER = "unlearnbench"
+
+
+class CheckItem(pytest.Item):
+    """One check of a suite's thresholds YAML on one checkpoint (`check`
+    None: no metric worse than in --baseline)."""
+
+    def __init__(self, *, suite: str, check: str | None, checkpoint, **kwargs):
+        super().__init__(**kwargs)
+        self.suite, self.check, self.checkpoint = suite, check, checkpoint
+        self.originalname = f"test_{check}" if check else "test_no_regression"
+
+    def runtest(self) -> None:
+        from unlearnbench.gate import Gate
+        from unlearnbench.run_state import STATE
+
+        gate = Gate(self.config.stash[STATE], self.suite, self.checkpoint, self)
+        if self.check is None:
+            gate.no_regression()
+        else:
+            gate.check(self.check)
+
+    def reportinfo(self):
+        what = f"check '{self.check}'" if self.check else "no regression against --baseline"
+        return self.path, None, f"{self.originalname}[{self.checkpoint.name}]: {self.suite} {what}"
+
+
+def suite_of(mark) -> str | None:
+    """The suite a module's `pytestmark` declares (None: not an unlearnbench suite module)."""
+    for one in mark if isinstance(mark, list) else [mark]:
+        if getattr(one, "name", None) == MARKER:
+            if not one.args:
+                raise pytest.UsageError(f"@pytest.mark.{MARKER} needs the suite name")
+            return one.args[0]
+    return None
+
+
+def check_items(module: pytest.Module, suite: str, checkpoints: list) -> list[CheckItem]:
+    """The module's YAML checks (and regression check) on each checkpoint, in
+    YAML order, each checkpoint in run order."""
+    names = [c for c in yaml_check_names(thresholds_file(module.path, suite)) if not hasattr(module.obj, f"test_{c}")]
+    if not hasattr(module.obj, "test_no_regression"):
+        names.append(None)
+    return [CheckItem.from_parent(module, name=f"{f'test_{c}' if c else 'test_no_regression'}[{spec.name}]",
+                                  suite=suite, check=c, checkpoint=spec)
+            for c in names for spec in checkpoints]
+
+
+def yaml_check_names(path: Path) -> list[str]:
+    """The check names of a thresholds YAML, read leniently: validating the
+    file (a check that names no metric of the suite, a missing field) is the
+    run's start (`RunState.start`), which turns a bad file into one `ERROR:`
+    line naming it, as for every other bad input."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return []
+    checks = raw.get("checks") if isinstance(raw, dict) else None
+    return [str(name) for name in checks] if isinstance(checks, dict) else []
+
+
+def thresholds_file(test_file: Path, suite: str) -> Path:
+    """`thresholds/<suite>.yaml` in the nearest folder above the suite's tests."""
+    for parent in Path(test_file).parents:
+        candidate = parent / "thresholds" / f"{suite}.yaml"
+        if candidate.is_file():
+            return candidate
+    raise pytest.UsageError(f"no thresholds/{suite}.yaml found in any folder above {test_file}")
+
+
+def checkpoint_spec_of(item: pytest.Item | None):
+    """The CheckpointSpec a suite test runs on, else None."""
+    if isinstance(item, CheckItem):
+        return item.checkpoint
+    callspec = getattr(item, "callspec", None)
+    if item is None or callspec is None or item.get_closest_marker(MARKER) is None:
+        return None
+    return callspec.params.get("checkpoint")
+
+
+@functools.lru_cache(maxsize=None)
+def is_suite_module(path: Path) -> bool:
+    """Whether a test file declares a suite, for the xdist controller, which
+    collects nothing and asks at every test's start (so: its text, read once)."""
+    try:
+        return f"mark.{MARKER}(" in path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
