@@ -113,10 +113,10 @@ def main() -> None:
     kw = dict(prefix=dusk.qa_prefix(data), max_new_tokens=data.params["qa_max_new_tokens"],
               stop_strings=dusk.QA_STOP_STRINGS)
     fast_q, t_fast_q = timed(lambda: handle.generate(qa_prompts, **kw))
-    handle.reuse_prefix_cache = single.reuse_prefix_cache = False
+    handle.generator.reuse_prefix_cache = single.generator.reuse_prefix_cache = False
     nocache_q, t_nocache_q = timed(lambda: handle.generate(qa_prompts, **kw))
     naive_q, t_naive_q = timed(lambda: [single.generate([p], **kw)[0] for p in qa_prompts])
-    handle.reuse_prefix_cache = True
+    handle.generator.reuse_prefix_cache = True
 
     # -- membership: one teacher-forced pass per chunk, all four scores
     scores, t_mia = timed(lambda: dusk.membership_scores(handle, data))

@@ -45,7 +45,7 @@ def main() -> None:
             handle.model(input_ids=ids, attention_mask=mask)
 
         def check():
-            handle._check_finite_logits(handle.model, (), {"attention_mask": mask}, type("Out", (), {"logits": logits}))
+            handle.finite_check(handle.model, (), {"attention_mask": mask}, type("Out", (), {"logits": logits}))
 
         forward_s, check_s = best_of(args.repeats, forward), best_of(args.repeats, check)
     print(f"batch {args.batch} x {args.length} tokens, vocabulary {handle.vocab_size}: forward pass (check "

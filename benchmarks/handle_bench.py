@@ -61,10 +61,10 @@ def main() -> None:
           f"{len(auto.encode(prefix, add_special_tokens=True))} tokens, {torch.get_num_threads()} threads")
 
     kw = dict(max_new_tokens=32, stop_strings=STOPS, prefix=prefix)
-    single.reuse_prefix_cache = auto.reuse_prefix_cache = False
+    single.generator.reuse_prefix_cache = auto.generator.reuse_prefix_cache = False
     naive, t_naive = timed(lambda: single.generate(prompts, **kw))
     batched, t_batched = timed(lambda: auto.generate(prompts, **kw))
-    auto.reuse_prefix_cache = True
+    auto.generator.reuse_prefix_cache = True
     reused, t_prefix = timed(lambda: auto.generate(prompts, **kw))
     print("\ngeneration (DUSK ICL QA, 32 new tokens)")
     for label, seconds in (("naive   batch 1, prefix re-encoded", t_naive),

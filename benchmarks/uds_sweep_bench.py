@@ -40,6 +40,7 @@ from uds_bench import TOFU, perturbed  # noqa: E402  (one definition of the stan
 
 from unlearnbench.cache import DiskCache  # noqa: E402
 from unlearnbench.models.checkpoint import fingerprint, resolve  # noqa: E402
+from unlearnbench.models.patching import Patcher  # noqa: E402
 from unlearnbench.models.handle import ModelHandle  # noqa: E402
 from unlearnbench.suites.uds import data as uds_data  # noqa: E402
 from unlearnbench.suites.uds import metrics as uds  # noqa: E402
@@ -57,7 +58,7 @@ def stage2_split(full: ModelHandle, unlearned: ModelHandle, sequences, spans) ->
     """Stage 2 with its time split: the source's block capture, the target's
     own cached pass, and the rest (the reruns above each patched layer)."""
     split = {"source_pass": 0.0, "own_pass": 0.0}
-    capture = ModelHandle.block_outputs
+    capture = Patcher.block_outputs
     forward = full.model.forward
 
     def timed_capture(self, *args, **kwargs):
@@ -75,12 +76,12 @@ def stage2_split(full: ModelHandle, unlearned: ModelHandle, sequences, spans) ->
             if kwargs.get("use_cache") and "input_ids" in kwargs:
                 split["own_pass"] += time.perf_counter() - started
 
-    ModelHandle.block_outputs = timed_capture
+    Patcher.block_outputs = timed_capture
     full.model.forward = timed_forward
     try:
         deltas, total = timed(lambda: uds.layer_deltas(full, unlearned, sequences, spans))
     finally:
-        ModelHandle.block_outputs = capture
+        Patcher.block_outputs = capture
         del full.model.forward
     split["reruns"] = total - split["source_pass"] - split["own_pass"]
     split["total"] = total

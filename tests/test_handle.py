@@ -179,22 +179,6 @@ def test_unknown_architecture_gets_a_clear_error():
         find_decoder_blocks(NoBlocks())
 
 
-def test_cuda_oom_halves_the_batch_and_keeps_order(random_llama, monkeypatch):
-    monkeypatch.setattr(ModelHandle, "device", property(lambda self: torch.device("cuda")))
-    monkeypatch.setattr(random_llama, "_batch_cap", 16)
-    calls = []
-
-    def run(batch):
-        calls.append(len(batch))
-        if len(batch) > 3:
-            raise torch.cuda.OutOfMemoryError("fake")
-        return [f"item{i}" for i in batch]
-
-    out = random_llama._map_batches(list(range(10, 0, -1)), run, full_vocab_logits=True)
-    assert out == [f"item{i}" for i in range(10)]
-    assert calls[:3] == [10, 5, 2] and random_llama._batch_cap == 2
-
-
 @pytest.mark.real_model
 def test_smollm2_gguf_loads_offline_and_matches_the_converted_directory(smollm2_path, smollm2):
     gguf = ModelHandle.load(str(smollm2_path), device="cpu")

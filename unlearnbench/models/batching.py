@@ -1,6 +1,7 @@
-"""Batching for the Hugging Face backend: length-sorted batches, padding, and
-the batch size (a fixed one, a CPU memory budget for the logits, or halving
-on a CUDA out-of-memory error). A mixin of `ModelHandle`."""
+"""Batching for the Hugging Face backend: the one padding helper, and the
+`Batcher` that runs work over length-sorted batches with a batch size that
+is fixed, budgeted (CPU: the logits' memory), or halved on a CUDA
+out-of-memory error."""
 
 from __future__ import annotations
 
@@ -16,38 +17,55 @@ CPU_LOGITS_BUDGET_BYTES = 1 << 30
 MAX_AUTO_BATCH = 64
 
 
-class Batching:
-    def _batch_size(self, seq_len: int, full_vocab_logits: bool) -> int:
+def pad(sequences: Sequence[Sequence[int]], pad_id: int, *, left: bool = False,
+        head: Sequence[int] = ()) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, attention mask), CPU tensors of [len(sequences), len(head) + the
+    longest]: each row is `head`, then its sequence padded with `pad_id` on
+    the right (or, `left`, on the left: between the head and the sequence,
+    where a reused prompt-prefix cache puts it), padding masked out."""
+    width = len(head) + max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    if head:
+        ids[:, : len(head)] = torch.tensor(list(head), dtype=torch.long)
+        mask[:, : len(head)] = 1
+    for row, seq in enumerate(sequences):
+        start = width - len(seq) if left else len(head)
+        ids[row, start : start + len(seq)] = torch.tensor(list(seq), dtype=torch.long)
+        mask[row, start : start + len(seq)] = 1
+    return ids, mask
+
+
+class Batcher:
+    """Runs a model's work in batches. `vocab_size` sizes a CPU batch (the
+    logits of every position over the whole vocabulary dominate its memory);
+    on CUDA the size starts at MAX_AUTO_BATCH and halves on out-of-memory,
+    and the smaller size is kept for the rest of the model's life."""
+
+    def __init__(self, *, device: torch.device, vocab_size: int, fixed_batch_size: int | None = None):
+        self.device, self.vocab_size, self.fixed_batch_size = device, vocab_size, fixed_batch_size
+        self.cap = MAX_AUTO_BATCH
+
+    def size(self, seq_len: int, full_vocab_logits: bool) -> int:
         if self.fixed_batch_size:
             return self.fixed_batch_size
         if self.device.type == "cuda":
-            return self._batch_cap
+            return self.cap
         per_row = seq_len * (self.vocab_size if full_vocab_logits else 1) * 4 * 3
-        return int(max(1, min(self._batch_cap, CPU_LOGITS_BUDGET_BYTES // max(per_row, 1))))
+        return int(max(1, min(self.cap, CPU_LOGITS_BUDGET_BYTES // max(per_row, 1))))
 
-    def _map_batches(
-        self,
-        lengths: Sequence[int],
-        run: Callable[[list[int]], list],
-        *,
-        full_vocab_logits: bool,
-        extra: int = 0,
-        cap: int | None = None,
-        priority: Sequence | None = None,
-    ) -> list:
+    def map(self, lengths: Sequence[int], run: Callable[[list[int]], list], *, full_vocab_logits: bool,
+            extra: int = 0, cap: int | None = None, priority: Sequence | None = None) -> list:
         """Run `run(indices)` over length-sorted batches (or sorted by
-        `priority`, largest first); results in input order.
-
-        On a CUDA out-of-memory error the batch is halved and retried, and the
-        smaller size is kept for the rest of this handle's life.
-        """
+        `priority`, largest first); results in input order. `extra` tokens
+        are added to each row's length when sizing (generated tokens)."""
         order = sorted(range(len(lengths)), key=lambda i: priority[i] if priority is not None else lengths[i],
                        reverse=True)
         results: list = [None] * len(lengths)
         pos = 0
         while pos < len(order):
             cancel.check()  # Ctrl-C or the checkpoint's deadline: stop between batches
-            size = min(self._batch_size(lengths[order[pos]] + extra, full_vocab_logits), cap or MAX_AUTO_BATCH)
+            size = min(self.size(lengths[order[pos]] + extra, full_vocab_logits), cap or MAX_AUTO_BATCH)
             batch = order[pos : pos + size]
             try:
                 outputs = run(batch)
@@ -55,28 +73,9 @@ class Batching:
                 if len(batch) == 1 or self.fixed_batch_size:
                     raise
                 torch.cuda.empty_cache()
-                self._batch_cap = max(1, len(batch) // 2)
+                self.cap = max(1, len(batch) // 2)
                 continue
             for i, out in zip(batch, outputs):
                 results[i] = out
             pos += len(batch)
         return results
-
-    def _pad_right(self, sequences: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        width = max(len(s) for s in sequences)
-        ids = torch.full((len(sequences), width), self.tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(sequences), width), dtype=torch.long)
-        for row, seq in enumerate(sequences):
-            ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-            mask[row, : len(seq)] = 1
-        return ids.to(self.device), mask.to(self.device)
-
-    def _pad_left(self, sequences: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        width = max(len(s) for s in sequences)
-        ids = torch.full((len(sequences), width), self.tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(sequences), width), dtype=torch.long)
-        for row, seq in enumerate(sequences):
-            ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
-            mask[row, width - len(seq) :] = 1
-        return ids.to(self.device), mask.to(self.device)
-

@@ -1,6 +1,6 @@
 """Greedy generation for the Hugging Face backend: left-padded batches, stop
 strings, a KV cache that drops finished rows and a reusable prompt-prefix
-cache. A mixin of `ModelHandle`."""
+cache, over token ids (the handle encodes prompts)."""
 
 from __future__ import annotations
 
@@ -10,28 +10,29 @@ from typing import Collection, Sequence
 import torch
 
 from unlearnbench import progress
+from unlearnbench.models.batching import Batcher, pad
 from unlearnbench.models.interface import cut_at_stop
 
 
-class Generation:
-    @torch.inference_mode()
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        max_new_tokens: int,
-        stop_strings: Sequence[str] = (),
-        prefix: str = "",
-        masked_ids: Collection[int] = (),
-    ) -> list[str]:
-        """Greedy continuations, batched with left padding, cut at the first stop string.
+class Generator:
+    """Greedy continuations of token ids with `model`, decoded by `tokenizer`."""
 
-        `prefix` is text shared by every prompt (few-shot examples, a system
-        turn). The model sees encode_prompt(prefix + prompt) either way; with
-        `self.reuse_prefix_cache` (on unless a benchmark measures without it)
-        the longest common token prefix of those encodings is run once and its
-        KV cache is copied into every batch instead of being recomputed per
-        row (`encode_shared_prefix`).
+    def __init__(self, model: torch.nn.Module, tokenizer, batcher: Batcher, *, name: str, cache_kwarg: str,
+                 keeps_logits: bool):
+        self.model, self.tokenizer, self.batcher, self.name = model, tokenizer, batcher, name
+        self.cache_kwarg = cache_kwarg  # the forward's KV-cache argument ("past_key_values" or "cache")
+        self.keeps_logits = keeps_logits  # the forward takes `logits_to_keep`
+        self.reuse_prefix_cache = True  # run a shared prompt prefix once (off only to measure what it saves)
+
+    @torch.inference_mode()
+    def generate(self, head: list[int], rests: Sequence[list[int]], *, max_new_tokens: int,
+                 stop_strings: Sequence[str] = (), masked_ids: Collection[int] = ()) -> list[str]:
+        """Greedy continuations of `head + rests[i]`, batched with left
+        padding, cut at the first stop string.
+
+        `head` is the token prefix every prompt shares (few-shot examples, a
+        system turn): with `reuse_prefix_cache` it is run once and its KV
+        cache is copied into every batch instead of being recomputed per row.
 
         Prompt tokens whose id is in `masked_ids` are kept out of attention,
         as OpenUnlearning's collator does to every pad-id token (its configs
@@ -40,10 +41,6 @@ class Generation:
         it would have attended to them.
         """
         reuse_prefix_cache = self.reuse_prefix_cache and not masked_ids
-        if prefix and prompts:
-            head, rests = self.encode_shared_prefix(prefix, prompts)
-        else:
-            head, rests = [], [self.encode_prompt(prefix + p) for p in prompts]
         prefix_cache = self._prefix_cache(head) if head and reuse_prefix_cache else None
         shared = head if prefix_cache is not None else []
         rows_of = [r if prefix_cache is not None else head + r for r in rests]
@@ -51,28 +48,22 @@ class Generation:
 
         def run(batch: list[int]) -> list[str]:
             rows = [rows_of[i] for i in batch]
-            width = len(shared) + max(len(r) for r in rows)
-            ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            ids[:, : len(shared)] = torch.tensor(shared, dtype=torch.long)
-            mask[:, : len(shared)] = 1
-            for row, seq in enumerate(rows):
-                # Left padding of the per-prompt part: with a reused prefix the
-                # padding sits between prefix and prompt, masked out of attention.
-                ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
-                mask[row, width - len(seq) :] = 1
+            # Left padding of the per-prompt part: with a reused prefix the
+            # padding sits between prefix and prompt, masked out of attention.
+            ids, mask = pad(rows, self.tokenizer.pad_token_id, left=True, head=shared)
             if masked_ids:
                 mask[torch.isin(ids, torch.tensor(sorted(masked_ids)))] = 0
             cache = None
             if prefix_cache is not None:
                 cache = copy.deepcopy(prefix_cache)
                 cache.batch_repeat_interleave(len(rows))
-            tokens = self._greedy(ids.to(self.device), mask.to(self.device), cache, len(shared), max_new_tokens, stops)
+            device = self.batcher.device
+            tokens = self._greedy(ids.to(device), mask.to(device), cache, len(shared), max_new_tokens, stops)
             texts = self.tokenizer.batch_decode(tokens, skip_special_tokens=True)
             return [cut_at_stop(t, stops) for t in texts]
 
-        with progress.step(f"{self.name}: generating {len(prompts)} replies (up to {max_new_tokens} tokens)"):
-            return self._map_batches(
+        with progress.step(f"{self.name}: generating {len(rests)} replies (up to {max_new_tokens} tokens)"):
+            return self.batcher.map(
                 [len(r) for r in rows_of], run, full_vocab_logits=False, extra=len(shared) + max_new_tokens
             )
 
@@ -87,10 +78,10 @@ class Generation:
         eos = set(self._eos_ids())
         positions = (mask.cumsum(-1) - 1).clamp_min(0)
         kwargs = {"use_cache": True}
-        if self._keeps_logits:
+        if self.keeps_logits:
             kwargs["logits_to_keep"] = 1
         if cache is not None:
-            kwargs[self._cache_kwarg] = cache
+            kwargs[self.cache_kwarg] = cache
         out = self.model(input_ids=ids[:, cached:], attention_mask=mask, position_ids=positions[:, cached:], **kwargs)
         generated: list[list[int]] = [[] for _ in range(ids.shape[0])]
         alive = torch.arange(ids.shape[0], device=ids.device)
@@ -108,13 +99,13 @@ class Generation:
                 break
             if any(done):
                 keep = torch.tensor([not d for d in done], device=ids.device)
-                cache = getattr(out, self._cache_kwarg)
+                cache = getattr(out, self.cache_kwarg)
                 cache.batch_select_indices(keep.nonzero()[:, 0])
                 alive, tokens, mask, next_position = alive[keep], tokens[keep], mask[keep], next_position[keep]
             else:
-                cache = getattr(out, self._cache_kwarg)
+                cache = getattr(out, self.cache_kwarg)
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            kwargs[self._cache_kwarg] = cache
+            kwargs[self.cache_kwarg] = cache
             out = self.model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_position[:, None],
                              **kwargs)
             next_position = next_position + 1
@@ -127,9 +118,9 @@ class Generation:
         return max(len(s) for s in stops) + 4
 
     def _prefix_cache(self, prefix_ids: list[int]):
-        ids = torch.tensor([prefix_ids], dtype=torch.long, device=self.device)
+        ids = torch.tensor([prefix_ids], dtype=torch.long, device=self.batcher.device)
         out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
-        return getattr(out, self._cache_kwarg)
+        return getattr(out, self.cache_kwarg)
 
     def _eos_ids(self) -> list[int]:
         ids = set()

@@ -1,71 +1,47 @@
 """`ModelHandle`: the Hugging Face backend, weights in this process.
 
-This module loads (HF directory, Hub id, GGUF file), checks every forward
-pass for non-finite logits and frees the weights; the other concerns are
-mixins in their own modules: tokenization (tokenization.py, shared with the
-endpoint backend), batching (batching.py), scoring (scoring.py), generation
-(generation.py), activation patching (patching.py).
+A composition of parts, each constructed with what it needs and tested
+alone: the weights come from `loading.load_weights`; `Batcher` (batching.py)
+sizes and runs batches; `Scorer` (scoring.py) computes teacher-forced and
+next-token log-probs; `Generator` (generation.py) decodes greedily;
+`Patcher` (patching.py) reads and replaces decoder-block outputs. The handle
+encodes prompts (`Tokenization`, shared with the endpoint backend), checks
+every forward pass for non-finite logits, implements the model protocol
+(models/interface.py) by handing token ids to its parts, and frees the
+weights.
 """
 
 from __future__ import annotations
 
 import inspect
-import re
 import shutil
-import tempfile
-import time
 from pathlib import Path
+from typing import Collection, Sequence
 
 import torch
 
-from unlearnbench import progress
-from unlearnbench.errors import CheckpointError, NonFiniteOutputError
-from unlearnbench.models.batching import MAX_AUTO_BATCH, Batching
-from unlearnbench.models.checkpoint import ResolvedCheckpoint, fingerprint, resolve
-from unlearnbench.models.device import device_map_kind, resolve_device, resolve_dtype
-from unlearnbench.models.generation import Generation
-from unlearnbench.models.patching import Patching, find_decoder_blocks
-from unlearnbench.models.scoring import Scoring
+from unlearnbench.errors import NonFiniteOutputError
+from unlearnbench.models.batching import Batcher
+from unlearnbench.models.checkpoint import ResolvedCheckpoint
+from unlearnbench.models.generation import Generator
+from unlearnbench.models.interface import NextToken, SpanScores, TokenScores
+from unlearnbench.models.loading import load_weights
+from unlearnbench.models.patching import Patcher
+from unlearnbench.models.scoring import Scorer
 from unlearnbench.models.tokenization import Tokenization
 
 
-class ModelHandle(Tokenization, Batching, Scoring, Generation, Patching):
-    def __init__(
-        self,
-        model: torch.nn.Module,
-        tokenizer,
-        *,
-        name: str,
-        source: str,
-        fingerprint: str,
-        batch_size: int | None = None,
-        load_seconds: float = 0.0,
-    ):
-        self.model = model.eval()
-        self.tokenizer = tokenizer
-        self.name = name
-        self.source = source
-        self.fingerprint = fingerprint
-        self.load_seconds = load_seconds
-        self.offload_folder: str | None = None  # weights of modules a device map puts on "disk"
-        self.fixed_batch_size = batch_size
-        self.reuse_prefix_cache = True  # generate(): run a shared prompt prefix once (off only to measure it)
-        self._batch_cap = MAX_AUTO_BATCH
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        self.blocks = find_decoder_blocks(model)
-        forward_params = inspect.signature(model.forward).parameters
-        self._cache_kwarg = "cache" if "cache" in forward_params else "past_key_values"
-        self._keeps_logits = "logits_to_keep" in forward_params
-        # Every forward pass's logits are checked where they are computed anyway,
-        # so broken weights fail the checkpoint at once, before any score.
-        self._finite_forwards = 0
-        model.register_forward_hook(self._check_finite_logits, with_kwargs=True)
+class FiniteLogitsCheck:
+    """A forward hook raising NonFiniteOutputError when a real (unpadded)
+    position's logits hold NaN or inf: broken weights fail the checkpoint at
+    once, where the logits are computed anyway, before any score. One float32
+    sum per position: a NaN or inf anywhere in the vocabulary makes it
+    non-finite."""
 
-    def _check_finite_logits(self, _module, _args, kwargs, output) -> None:
-        """Raise NonFiniteOutputError when a real (unpadded) position's logits
-        hold NaN or inf. One float32 sum per position: a NaN or inf anywhere in
-        the vocabulary makes it non-finite."""
+    def __init__(self, name: str):
+        self.name, self.finite_forwards = name, 0
+
+    def __call__(self, _module, _args, kwargs, output) -> None:
         logits = getattr(output, "logits", None)
         if logits is None:
             return
@@ -75,12 +51,43 @@ class ModelHandle(Tokenization, Batching, Scoring, Generation, Patching):
             real = mask[:, mask.shape[-1] - per_position.shape[-1]:].bool()
             per_position = per_position[real.to(per_position.device)]
         if bool(torch.isfinite(per_position).all()):
-            self._finite_forwards += 1
+            self.finite_forwards += 1
             return
         kind = "NaN" if bool(torch.isnan(per_position).any()) else "inf"
-        where = "the first forward pass" if self._finite_forwards == 0 else \
-            f"forward pass {self._finite_forwards + 1} (the earlier ones were finite)"
+        where = "the first forward pass" if self.finite_forwards == 0 else \
+            f"forward pass {self.finite_forwards + 1} (the earlier ones were finite)"
         raise NonFiniteOutputError(self.name, f"non-finite logits ({kind}) in {where}: the weights are broken")
+
+
+class ModelHandle(Tokenization):
+    def __init__(self, model: torch.nn.Module, tokenizer, *, name: str, source: str, fingerprint: str,
+                 batch_size: int | None = None, load_seconds: float = 0.0, offload_folder: str | None = None):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name, self.source, self.fingerprint = name, source, fingerprint
+        self.load_seconds, self.offload_folder = load_seconds, offload_folder
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        forward = inspect.signature(model.forward).parameters
+        cache_kwarg = "cache" if "cache" in forward else "past_key_values"
+        keeps_logits = "logits_to_keep" in forward
+        self.batcher = Batcher(device=self.device, vocab_size=self.vocab_size, fixed_batch_size=batch_size)
+        self.scorer = Scorer(model, self.batcher, pad_id=tokenizer.pad_token_id, name=name, keeps_logits=keeps_logits)
+        self.generator = Generator(model, tokenizer, self.batcher, name=name, cache_kwarg=cache_kwarg,
+                                   keeps_logits=keeps_logits)
+        self.patcher = Patcher(model, self.batcher, pad_id=tokenizer.pad_token_id, name=name, cache_kwarg=cache_kwarg)
+        self.finite_check = FiniteLogitsCheck(name)
+        model.register_forward_hook(self.finite_check, with_kwargs=True)
+
+    @classmethod
+    def load(cls, source: str | ResolvedCheckpoint, *, name: str | None = None, device: str = "auto",
+             dtype: str = "auto", batch_size: int | None = None, fingerprint_memo: Path | None = None,
+             fingerprint_secret: bytes | None = None, device_map: str | dict | None = None) -> "ModelHandle":
+        """The checkpoint at `source`, loaded (loading.load_weights)."""
+        w = load_weights(source, name=name, device=device, dtype=dtype, fingerprint_memo=fingerprint_memo,
+                         fingerprint_secret=fingerprint_secret, device_map=device_map)
+        return cls(w.model, w.tokenizer, name=w.name, source=w.source, fingerprint=w.fingerprint,
+                   batch_size=batch_size, load_seconds=w.load_seconds, offload_folder=w.offload_folder)
 
     def release(self) -> None:
         """Free the weights now (also on the GPU), even if something still holds
@@ -99,70 +106,49 @@ class ModelHandle(Tokenization, Batching, Scoring, Generation, Patching):
         if on_gpu:
             torch.cuda.empty_cache()
 
-    # ------------------------------------------------------------------ loading
-    @classmethod
-    def load(
-        cls,
-        source: str | ResolvedCheckpoint,
-        *,
-        name: str | None = None,
-        device: str = "auto",
-        dtype: str = "auto",
-        batch_size: int | None = None,
-        fingerprint_memo: Path | None = None,
-        fingerprint_secret: bytes | None = None,
-        device_map: str | dict | None = None,
-    ) -> "ModelHandle":
-        """`device_map` (accelerate's: a strategy such as "auto", or {module:
-        device}) spreads the model over several devices instead of `device`;
-        inputs go to the embedding's device, and every tensor a hook captures
-        or patches follows its block's own device."""
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as hf_logging
+    # ------------------------------------------------------------- the protocol
+    def token_logprobs(self, sequences: Sequence[Sequence[int]], target_starts: Sequence[int], *,
+                       vocab_stats: bool = False, masked_ids: Collection[int] = ()) -> list[TokenScores]:
+        return self.scorer.token_logprobs(sequences, target_starts, vocab_stats=vocab_stats, masked_ids=masked_ids)
 
-        hf_logging.disable_progress_bar()  # pytest output is for verdicts, not load bars
-        resolved = source if isinstance(source, ResolvedCheckpoint) else resolve(source)
-        started = time.perf_counter()
-        kwargs = {"gguf_file": resolved.gguf_file} if resolved.gguf_file else {}
-        where = resolved.display
-        # In a sweep the user knows a checkpoint by its name: errors lead with it.
-        label = f"{name} ({where})" if name else where
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(resolved.directory), **kwargs)
-            config = AutoConfig.from_pretrained(str(resolved.directory), **kwargs)
-        except Exception as exc:  # noqa: BLE001 - report any loader failure as one line
-            raise CheckpointError(label, f"cannot load tokenizer/config ({type(exc).__name__}: {exc})") from None
-        vocab = getattr(config, "vocab_size", None)
-        if vocab is not None and len(tokenizer) > vocab:
-            raise CheckpointError(
-                label, f"tokenizer mismatch: tokenizer has {len(tokenizer)} tokens, model embeds only {vocab}"
-            )
-        torch_device = resolve_device(device) if device_map is None else torch.device(device_map_kind(device_map))
-        torch_dtype = resolve_dtype(dtype, torch_device, getattr(config, "dtype", None))
-        placement = torch_device if device_map is None else "a device map"
-        if device_map is not None:
-            kwargs["device_map"] = device_map
-            if isinstance(device_map, dict) and "disk" in device_map.values():
-                # Modules mapped to "disk" are read from here at each use.
-                kwargs["offload_folder"] = tempfile.mkdtemp(prefix="unlearnbench-offload-")
-        with progress.step(f"loading {name or Path(where).name} on {placement}"):
-            try:
-                model = AutoModelForCausalLM.from_pretrained(str(resolved.directory), dtype=torch_dtype, **kwargs)
-            except Exception as exc:  # noqa: BLE001
-                raise CheckpointError(label, f"cannot load weights: {_load_failure(exc)}") from None
-            if device_map is None:
-                model.to(device=torch_device, dtype=torch_dtype)
-        handle = cls(
-            model,
-            tokenizer,
-            name=name or Path(where).name,
-            source=where,
-            fingerprint=fingerprint(resolved.files, fingerprint_memo, fingerprint_secret),
-            batch_size=batch_size,
-            load_seconds=time.perf_counter() - started,
-        )
-        handle.offload_folder = kwargs.get("offload_folder")
-        return handle
+    def next_token(self, prompts: Sequence[str], columns: Sequence[Sequence[int]] | None = None) -> NextToken:
+        """The distribution of a reply's first token: prompts are encoded as `generate` encodes them."""
+        return self.scorer.next_token([self.encode_prompt(p) for p in prompts], columns)
+
+    def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_strings: Sequence[str] = (),
+                 prefix: str = "", masked_ids: Collection[int] = ()) -> list[str]:
+        """Greedy continuations of encode_prompt(prefix + prompt); `prefix`, text
+        every prompt shares, is run once where its tokens are shared
+        (`encode_shared_prefix`, `Generator.reuse_prefix_cache`)."""
+        if prefix and prompts:
+            head, rests = self.encode_shared_prefix(prefix, prompts)
+        else:
+            head, rests = [], [self.encode_prompt(prefix + p) for p in prompts]
+        return self.generator.generate(head, rests, max_new_tokens=max_new_tokens, stop_strings=stop_strings,
+                                       masked_ids=masked_ids)
+
+    def span_scores(self, sequences: Sequence[Sequence[int]], spans: Sequence[tuple[int, int]], *,
+                    patch_source: "ModelHandle | None" = None, exact: bool = False,
+                    post_norm_last: bool = False) -> SpanScores:
+        return self.patcher.span_scores(sequences, spans, exact=exact, post_norm_last=post_norm_last,
+                                        patch_source=patch_source.patcher if patch_source is not None else None)
+
+    @property
+    def drives_blocks(self) -> bool:
+        return self.patcher.drives_blocks
+
+    @property
+    def blocks(self) -> torch.nn.ModuleList:
+        return self.patcher.blocks
+
+    def block_outputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
+                      post_norm_last: bool = False) -> torch.Tensor:
+        return self.patcher.block_outputs(input_ids, attention_mask, post_norm_last=post_norm_last)
+
+    def forward_with_patch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, layer: int,
+                           positions: torch.Tensor, replacement: torch.Tensor) -> torch.Tensor:
+        return self.patcher.forward_with_patch(input_ids, attention_mask, layer=layer, positions=positions,
+                                               replacement=replacement)
 
     # --------------------------------------------------------------- properties
     @property
@@ -177,7 +163,7 @@ class ModelHandle(Tokenization, Batching, Scoring, Generation, Patching):
 
     @property
     def num_layers(self) -> int:
-        return len(self.blocks)
+        return self.patcher.num_layers
 
     @property
     def vocab_size(self) -> int:
@@ -206,20 +192,6 @@ class ModelHandle(Tokenization, Batching, Scoring, Generation, Patching):
     @property
     def architecture(self) -> str:
         return type(self.model).__name__
-
-
-
-def _load_failure(exc: Exception) -> str:
-    """One line for a failed weights load (torch's own messages run to a page)."""
-    text = str(exc)
-    if "Weights only load failed" in text:
-        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
-        what = f" (it needs {found.group(1)})" if found else ""
-        return (f"its .bin pickle holds objects that torch.load(weights_only=True) refuses to run{what}; "
-                "load it only if you trust it, and save it as safetensors")
-    return f"{type(exc).__name__}: {text.strip().splitlines()[0] if text.strip() else ''}"
-
-
 
 
 def load_backend(source: str, *, name: str, settings) -> ModelHandle:

@@ -1,6 +1,6 @@
 """Capture and patching of decoder-block outputs (the residual stream before
 the final norm) for the Hugging Face backend: the `ActivationPatching`
-capability UDS needs. A mixin of `ModelHandle`."""
+capability UDS needs, over token ids."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import torch
 
 from unlearnbench import progress
 from unlearnbench.errors import CheckpointError
+from unlearnbench.models.batching import Batcher, pad
 from unlearnbench.models.interface import SpanScores
 
 # Layer containers of the architectures we know by name; anything else is
@@ -22,7 +23,26 @@ DRIVABLE_MODEL_TYPES = ("llama", "qwen2", "mistral")
 FAST_PATCH_BATCH = 8
 
 
-class Patching:
+class Patcher:
+    """Reads and replaces the outputs of `model`'s decoder blocks."""
+
+    def __init__(self, model: torch.nn.Module, batcher: Batcher, *, pad_id: int, name: str, cache_kwarg: str):
+        self.model, self.batcher, self.pad_id, self.name = model, batcher, pad_id, name
+        self.cache_kwarg = cache_kwarg  # the forward's KV-cache argument ("past_key_values" or "cache")
+        self.blocks = find_decoder_blocks(model)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def device(self) -> torch.device:
+        return self.batcher.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
     @contextlib.contextmanager
     def _block_hook(self, layer: int, hook) -> Iterator[None]:
         handle = self.blocks[layer].register_forward_hook(hook)
@@ -108,7 +128,7 @@ class Patching:
     ) -> SpanScores:
         """Mean teacher-forced log-prob of tokens [start, end) of each sequence.
 
-        With `patch_source` (another handle, same tokenizer), also the same
+        With `patch_source` (another model's Patcher, same tokenizer), also the same
         score after replacing this model's block-l output with the source's at
         the span-predicting positions (start-1 .. end-2), for every layer l:
         returns (scores [n], patched [n, layers]). One source pass per batch
@@ -133,7 +153,7 @@ class Patching:
 
         @torch.inference_mode()
         def run(batch: list[int]) -> list[tuple[float, np.ndarray | None]]:
-            ids, mask = self._pad_right([sequences[i] for i in batch])
+            ids, mask = (t.to(self.device) for t in pad([sequences[i] for i in batch], self.pad_id))
             if patch_source is None:
                 base = mean_span_logprob(self.model(input_ids=ids, attention_mask=mask).logits, ids, batch)
                 return [(b, None) for b in base]
@@ -159,7 +179,7 @@ class Patching:
         # the two whole passes, are most of the cost.
         what = f"patching {self.num_layers} layers from {patch_source.name}" if patch_source is not None else "scoring"
         with progress.step(f"{self.name}: {what} over {len(sequences)} items"):
-            results = self._map_batches(
+            results = self.batcher.map(
                 [len(s) for s in sequences], run, full_vocab_logits=True, cap=FAST_PATCH_BATCH if fast else None,
                 priority=[(end - start, len(s)) for s, (start, end) in zip(sequences, spans)] if fast else None)
         base = np.array([r[0] for r in results])
@@ -186,7 +206,7 @@ class Patching:
             for h in hooks:
                 h.remove()
         base = mean_span_logprob(out.logits, ids, batch)
-        full_cache = getattr(out, self._cache_kwarg)
+        full_cache = getattr(out, self.cache_kwarg)
 
         starts = torch.tensor([spans[i][0] - 1 for i in batch], device=ids.device)  # p_r
         lengths = torch.tensor([spans[i][1] - spans[i][0] for i in batch], device=ids.device)
@@ -213,7 +233,7 @@ class Patching:
                     inner.layers = layers[layer + 1 :]
                     hidden = inner(
                         inputs_embeds=hidden, attention_mask=attention, position_ids=window, use_cache=True,
-                        **{self._cache_kwarg: self._cache_of(shifted)},
+                        **{self.cache_kwarg: self._cache_of(shifted)},
                     ).last_hidden_state
                     inner.layers = layers
                 else:

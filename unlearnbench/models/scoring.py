@@ -1,6 +1,6 @@
 """Teacher-forced scoring for the Hugging Face backend: token log-probs in
-float32 (with the vocabulary statistics Min-K%++ needs), continuation scores
-and next-token distributions. A mixin of `ModelHandle`."""
+float32 (with the vocabulary statistics Min-K%++ needs) and next-token
+distributions, over token ids (the handle encodes prompts)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,17 @@ import numpy as np
 import torch
 
 from unlearnbench import progress
+from unlearnbench.models.batching import Batcher, pad
 from unlearnbench.models.interface import NextToken, TokenScores
 
 
-class Scoring:
+class Scorer:
+    """Scores token ids with `model` (a causal LM), in batches (`batcher`)."""
+
+    def __init__(self, model: torch.nn.Module, batcher: Batcher, *, pad_id: int, name: str, keeps_logits: bool):
+        self.model, self.batcher, self.pad_id, self.name = model, batcher, pad_id, name
+        self.keeps_logits = keeps_logits  # the forward takes `logits_to_keep`: only the last position's logits
+
     @torch.inference_mode()
     def token_logprobs(
         self, sequences: Sequence[Sequence[int]], target_starts: Sequence[int], *, vocab_stats: bool = False,
@@ -30,7 +37,7 @@ class Scoring:
                 raise ValueError(f"target start {start} outside 1..{len(seq)} (the first token has no prediction)")
 
         def run(batch: list[int]) -> list[TokenScores]:
-            ids, mask = self._pad_right([sequences[i] for i in batch])
+            ids, mask = (t.to(self.batcher.device) for t in pad([sequences[i] for i in batch], self.pad_id))
             if masked_ids:
                 mask = mask * ~torch.isin(ids, torch.tensor(sorted(masked_ids), device=ids.device))
             logits = self.model(input_ids=ids, attention_mask=mask).logits
@@ -57,30 +64,22 @@ class Scoring:
                 out.append(scores)
             return out
 
-        return self._map_batches([len(s) for s in sequences], run, full_vocab_logits=True)
+        return self.batcher.map([len(s) for s in sequences], run, full_vocab_logits=True)
 
     @torch.inference_mode()
-    def next_token(
-        self,
-        prompts: Sequence[str],
-        columns: Sequence[Sequence[int]] | None = None,
-    ) -> NextToken:
-        """The float32 next-token distribution after each prompt, reduced to
+    def next_token(self, sequences: Sequence[Sequence[int]], columns: Sequence[Sequence[int]] | None = None
+                   ) -> NextToken:
+        """The float32 next-token distribution after each sequence, reduced to
         what callers need: its entropy (nats), its argmax over the whole
-        vocabulary, and log-probs at `columns[i]` (e.g. MCQ label tokens).
-
-        Prompts are encoded as `generate` encodes them, so this is the
-        distribution of a reply's first token.
-        """
-        sequences = [self.encode_prompt(p) for p in prompts]
-        if columns is not None and len(columns) != len(prompts):
-            raise ValueError(f"{len(columns)} column lists for {len(prompts)} prompts")
+        vocabulary, and log-probs at `columns[i]` (e.g. MCQ label tokens)."""
+        if columns is not None and len(columns) != len(sequences):
+            raise ValueError(f"{len(columns)} column lists for {len(sequences)} prompts")
 
         def run(batch: list[int]) -> list[tuple]:
             # Left padding puts every prompt's last token in the last column,
             # so only that column's logits are computed (logits_to_keep).
-            ids, mask = self._pad_left([sequences[i] for i in batch])
-            kwargs = {"logits_to_keep": 1} if self._keeps_logits else {}
+            ids, mask = (t.to(self.batcher.device) for t in pad([sequences[i] for i in batch], self.pad_id, left=True))
+            kwargs = {"logits_to_keep": 1} if self.keeps_logits else {}
             positions = (mask.cumsum(-1) - 1).clamp_min(0)
             logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **kwargs).logits
             logp = torch.log_softmax(logits[:, -1].float().to(ids.device), dim=-1)
@@ -92,7 +91,7 @@ class Scoring:
             return out
 
         with progress.step(f"{self.name}: scoring the next token after {len(sequences)} prompts"):
-            rows = self._map_batches([len(s) for s in sequences], run, full_vocab_logits=not self._keeps_logits)
+            rows = self.batcher.map([len(s) for s in sequences], run, full_vocab_logits=not self.keeps_logits)
         return NextToken(
             logprobs=[r[0] for r in rows],
             entropy=np.array([r[1] for r in rows], dtype=np.float64),
