@@ -108,7 +108,7 @@ def main() -> None:
             out["muse"][name] = values(muse.evaluate(model, muse_data.load(
                 data_root, {**muse_options, "convention": "reference"}), refs))
 
-    # The same items through OpenUnlearning's path, for time (its values equal ours: tests/test_openunlearning.py).
+    # The same items through OpenUnlearning's path, for time (its values equal ours: tests/suites/test_openunlearning.py).
     files = {"forget": "forget10_perturbed", "retain": "retain_perturbed", "real_authors": "real_authors_perturbed",
              "world_facts": "world_facts_perturbed", "holdout": "holdout10"}
     import test_openunlearning as t

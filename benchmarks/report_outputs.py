@@ -1,6 +1,6 @@
 """Time the report writer on a sweep: report.json, report.html, report.md and
 results.csv/jsonl for N checkpoints, made from a real run's report by
-unlearnbench.fixtures.sweeps (as tests/test_html_browser.py does).
+unlearnbench.fixtures.sweeps (as tests/e2e/test_html_browser.py does).
 
     .venv/bin/python benchmarks/report_outputs.py reports/latest/report.json --checkpoints 150
 

@@ -1,6 +1,6 @@
 """UDS cost per checkpoint: naive vs exact-batched vs fast patching, same run.
 
-naive  = tests/test_uds.py's reference: one item at a time; for every layer,
+naive  = tests/suites/test_uds.py's reference: one item at a time; for every layer,
          hook the target block and rerun the whole model (the public UDS
          reference code's approach; SPEC §3: ~390 s for 40 TOFU items on
          SmolLM2 with stage 1 uncached, batch 8, on this kind of machine);

@@ -105,7 +105,7 @@ class CompletionsServer:
                     choices.append({"index": index, "text": self.tokenizer.decode(ids), "finish_reason": "length",
                                     "logprobs": self._echo(ids, body.get("logprobs"))})
                     continue
-                text = self._greedy(ids, max_tokens)
+                text = self._greedy(ids, max_tokens, stops)
             cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
             choices.append({"index": index, "text": text if cut < 0 else text[:cut], "logprobs": None,
                             "finish_reason": "stop" if cut >= 0 else "length"})
@@ -124,10 +124,12 @@ class CompletionsServer:
         return {"tokens": tokens, "token_logprobs": chosen, "top_logprobs": top_lists if top else None,
                 "text_offset": [0] * len(ids)}
 
-    def _greedy(self, ids: list[int], max_tokens: int) -> str:
+    def _greedy(self, ids: list[int], max_tokens: int, stops: list[str]) -> str:
+        """Greedy decoding that ends at EOS or, as servers do, once a stop string appears."""
         out = self.model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                                   max_new_tokens=max_tokens, do_sample=False,
-                                  pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
+                                  pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+                                  **({"stop_strings": stops, "tokenizer": self.tokenizer} if stops else {}))
         return self.tokenizer.decode(out[0, len(ids):], skip_special_tokens=True)
 
 

@@ -1,6 +1,6 @@
 """OpenUnlearning's TOFU and MUSE evaluation path, step by step, over a
 Hugging Face model and tokenizer: the independent side of
-tests/test_openunlearning.py.
+tests/suites/test_openunlearning.py.
 
 Written from reading locuslab/open-unlearning (src/data/utils.py,
 src/data/collators.py, src/data/qa.py, src/data/pretraining.py,

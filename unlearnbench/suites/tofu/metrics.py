@@ -2,7 +2,7 @@
 per-item values the scoring and generation passes produce.
 
 Each statistic is tested against a hand-worked value or scipy
-(tests/test_tofu_statistics.py); `evaluate` feeds them from one teacher-forced
+(tests/unit/test_tofu_statistics.py); `evaluate` feeds them from one teacher-forced
 pass (probabilities, truth ratios, memorization, Min-K%++) and one greedy pass
 (ROUGE).
 """

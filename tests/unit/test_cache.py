@@ -120,7 +120,7 @@ def test_the_cache_key_file_is_checked_at_the_start(tmp_path):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     short = tmp_path / "short.key"
     short.write_text("abc\n")
     for path, problem in [(tmp_path / "missing.key", "cannot read it"), (short, "at least 16 bytes")]:

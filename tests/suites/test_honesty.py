@@ -18,7 +18,7 @@ from unlearnbench.suites.honesty import data as honesty_data
 from unlearnbench.suites.honesty import metrics as honesty
 from unlearnbench.suites.honesty.data import HonestyItem
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def people_items(n_people: int = 6) -> list[HonestyItem]:

@@ -16,7 +16,7 @@ from openai_server import StubServer, reply_json
 from unlearnbench.errors import DataError
 from unlearnbench.suites import SUITES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _smoke_run(tmp_path, *extra) -> subprocess.CompletedProcess:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from openai_server import CompletionsServer, StubServer, reply_json
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class HungServer:

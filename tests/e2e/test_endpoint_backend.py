@@ -20,7 +20,7 @@ from unlearnbench.metrics.core import MetricResult, Unavailable
 from unlearnbench.models.checkpoint import CheckpointSpec
 from unlearnbench.models.handle import ModelHandle
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 LOGPROB_TOLERANCE = 1e-4
@@ -180,6 +180,7 @@ def bench_metrics(model, zoo_family, cache_dir, data_dir, tokenizers=None) -> di
     return {(suite, name): metric for suite in suites for name, metric in bench.run(model, suite).metrics.items()}
 
 
+@pytest.mark.slow  # every suite on the whole zoo family, twice
 def test_every_suite_gives_the_in_process_values_through_the_endpoint(npo_server, zoo_family, cache_dir, tmp_path,
                                                                       capsys):
     """The comparison table of issue 15: each metric on the zoo's npo

@@ -14,7 +14,7 @@ from unlearnbench.models.handle import ModelHandle
 from unlearnbench.suites.uds import data as uds_data
 from unlearnbench.suites.uds import metrics as uds
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def naive_deltas(target, source, sequences, spans, *, hidden_states: bool = False) -> np.ndarray:

@@ -69,6 +69,7 @@ def test_relearning_and_quantization_robustness_by_hand():
     assert rob["Q_per_checkpoint"] == pytest.approx({"u": 0.5}) and rob["R_per_checkpoint"] == pytest.approx({"u": 0.5})
 
 
+@pytest.mark.slow  # meta-evaluation over the whole zoo
 def test_a_pure_noise_metric_scores_about_one_half_on_the_zoo_labels():
     """Noise drawn afresh for each of many runs over the zoo's labelled
     checkpoints: its faithfulness AUC averages 0.5; a metric that follows the

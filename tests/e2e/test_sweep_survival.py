@@ -11,7 +11,7 @@ import pytest
 
 from test_bad_input import nan_checkpoint
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from unlearnbench.models.checkpoint import discover
 from unlearnbench.report import baseline, html, merge
 from unlearnbench.report.schema import new_report, write_outputs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def verdict(outcome, value, bound, direction="at_least", metric="m", relative_to=None):

@@ -19,7 +19,7 @@ from unlearnbench.metrics import mia
 from unlearnbench.metrics.text import Embedder, lcs_ratio, levenshtein_similarity, rouge
 from unlearnbench.suites.dusk import data as dusk_data
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ------------------------------------------------------------- text metrics

@@ -62,7 +62,7 @@ def test_the_bench_seed_reaches_every_bootstrap(cache_dir, smoke_lm_dir):
     from unlearnbench.session import Bench, BenchOptions
 
     spec = CheckpointSpec("lm", str(smoke_lm_dir))
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     cis = []
     for seed in (0, 0, 1):
         bench = Bench(BenchOptions(models=[spec], cache_dir=cache_dir, device="cpu", seed=seed))

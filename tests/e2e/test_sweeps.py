@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import comparable_report
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Counts live models in the pytest process under test, independently of the
 # plugin: a model is live from ModelHandle.load until it is garbage-collected.
@@ -61,6 +61,7 @@ def report_of(project) -> dict:
     return json.loads(reports[-1].read_text())
 
 
+@pytest.mark.slow  # a sweep over the whole zoo family
 def test_a_serial_sweep_holds_the_references_and_one_checkpoint(project, cache_dir, zoo_family, monkeypatch, tmp_path):
     from unlearnbench.fixtures import zoo
 

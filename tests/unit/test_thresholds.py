@@ -43,7 +43,7 @@ def result(name: str, value: float, ci=(None, None)) -> MetricResult:
 def test_repository_default_gates_are_valid():
     from unlearnbench.suites import SUITES
 
-    root = Path(__file__).resolve().parents[1] / "thresholds"
+    root = Path(__file__).resolve().parents[2] / "thresholds"
     for suite, spec in SUITES.items():
         assert load_suite_thresholds(root / f"{suite}.yaml", suite, spec.metric_names)
 
@@ -145,7 +145,7 @@ def test_every_built_in_check_declares_its_axis_and_a_bad_axis_is_refused(tmp_pa
     from unlearnbench.suites import SUITES
     from unlearnbench.thresholds import load_suite_thresholds
 
-    root = Path(__file__).resolve().parents[1] / "thresholds"
+    root = Path(__file__).resolve().parents[2] / "thresholds"
     for suite, spec in SUITES.items():
         checks = load_suite_thresholds(root / f"{suite}.yaml", suite, spec.metric_names, spec.scale_of)
         assert {c.name: c.axis for c in checks.values() if c.axis not in ("forget", "utility")} == {}, suite

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # Chromium, and the whole zoo run it renders
+
+ROOT = Path(__file__).resolve().parents[2]
 PLOTS = ("dusk-knowledge", "tradeoff", "uds-profile", "honesty-replies", "honesty-mcq", "conceptguard-separation",
          "tofu-quality-utility", "muse-verbmem-utility")
 VIEWPORTS = {"desktop": (1440, 900), "phone": (390, 844)}

@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # the CI recipes, run as a CI job runs them
+
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "ci"
 INSTALL = "bash scripts/bootstrap.sh"
 # One suite keeps the test to a minute; the recipe's default is every suite.

@@ -24,6 +24,7 @@ def knowledge(zoo_family):
             for name, path in zoo_family.items()}
 
 
+@pytest.mark.slow  # retrains two recipes from scratch
 def test_two_builds_give_identical_weights(smoke_lm_dir, zoo_family, tmp_path):
     # Pretraining is rebuilt on the smoke recipe; unlearning on RMU, from a copy
     # of the cached `full` (so only RMU itself is retrained here).

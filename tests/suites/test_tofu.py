@@ -3,7 +3,7 @@ separating retain from full and the collapsing recipes, and every metric of
 the default convention against a deliberately naive implementation on
 SmolLM2 (one item at a time, transformers and rouge-score directly, written
 from SPEC §0 and §10). The reference convention is OpenUnlearning's code
-path: tests/test_openunlearning.py."""
+path: tests/suites/test_openunlearning.py."""
 
 from __future__ import annotations
 

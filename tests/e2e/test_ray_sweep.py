@@ -17,7 +17,9 @@ import pytest
 
 from tests.conftest import comparable_report, require
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # a local Ray cluster
+
+ROOT = Path(__file__).resolve().parents[2]
 # A cluster on loopback started by the test: no usage reports, no token auth
 # (the driver would need the token Ray writes to ~/.ray, shared by every test run).
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
