@@ -19,6 +19,11 @@ from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# Under `pytest -n`, this process is an xdist worker: the pytest and CLI runs
+# its tests start must not inherit that identity (they would label their
+# progress and pick devices as workers of this run).
+for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+    os.environ.pop(variable, None)
 
 import pytest  # noqa: E402
 
@@ -122,6 +127,22 @@ def zoo_family(cache_dir):
     from unlearnbench.fixtures import zoo
 
     return zoo.build_many(zoo.FAMILY, cache_dir)
+
+
+def nan_checkpoint(source: Path, target: Path, tensor: str = "model.layers.0.mlp.down_proj.weight") -> Path:
+    """A copy of `source` with one 2-D weight set to NaN (a diverged training run).
+    Through numpy: the end-to-end tests keep torch out of their own process."""
+    import shutil
+
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    shutil.copytree(source, target)
+    weights = load_file(target / "model.safetensors")
+    assert weights[tensor].ndim == 2
+    weights[tensor] = np.full_like(weights[tensor], np.nan)
+    save_file(weights, target / "model.safetensors", metadata={"format": "pt"})
+    return target
 
 
 def save_random_llama(directory, tokenizer, seed: int, **shape):

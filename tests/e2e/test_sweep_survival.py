@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from test_bad_input import nan_checkpoint
+from conftest import nan_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,6 @@ inside every conversation.
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 import torch

@@ -7,30 +7,15 @@ import json
 import math
 import os
 import pickle
-import shutil
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
 
 import pytest
 
+from conftest import nan_checkpoint
 from unlearnbench.errors import CheckpointError, UnlearnbenchError
 from unlearnbench.metrics.core import MetricResult
 from unlearnbench.thresholds import Check
-
-
-def nan_checkpoint(source: Path, target: Path, tensor: str = "model.layers.0.mlp.down_proj.weight") -> Path:
-    """A copy of `source` with one 2-D weight set to NaN (a diverged training run).
-    Through numpy: the end-to-end tests keep torch out of their own process."""
-    import numpy as np
-    from safetensors.numpy import load_file, save_file
-
-    shutil.copytree(source, target)
-    weights = load_file(target / "model.safetensors")
-    assert weights[tensor].ndim == 2
-    weights[tensor] = np.full_like(weights[tensor], np.nan)
-    save_file(weights, target / "model.safetensors", metadata={"format": "pt"})
-    return target
 
 
 def test_non_finite_logits_are_an_error_of_the_checkpoint_at_the_first_forward(random_llama_dir, tmp_path):

@@ -27,6 +27,13 @@ def tiny_llama(smoke_tokenizer):
     return LlamaForCausalLM(config).eval()
 
 
+def cache_kwarg(model) -> str:
+    """The forward's KV-cache argument, as the handle finds it."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 def batcher(vocab_size: int = 384, **kwargs) -> Batcher:
     return Batcher(device=torch.device("cpu"), vocab_size=vocab_size, **kwargs)
 
@@ -90,7 +97,7 @@ def test_scorer_equals_one_unbatched_forward_pass(tiny_llama):
 def test_generator_equals_transformers_generate_with_and_without_a_shared_prefix(tiny_llama, smoke_tokenizer):
     from unlearnbench.models.generation import Generator
 
-    generator = Generator(tiny_llama, smoke_tokenizer, batcher(), name="tiny", cache_kwarg="past_key_values",
+    generator = Generator(tiny_llama, smoke_tokenizer, batcher(), name="tiny", cache_kwarg=cache_kwarg(tiny_llama),
                           keeps_logits=True)
     head = smoke_tokenizer("The capital of", add_special_tokens=True)["input_ids"]
     rests = [smoke_tokenizer(t, add_special_tokens=False)["input_ids"] for t in (" France is", " a", " the old city")]
@@ -108,7 +115,7 @@ def test_generator_equals_transformers_generate_with_and_without_a_shared_prefix
 def test_patcher_reads_pre_norm_block_outputs_and_a_self_patch_changes_nothing(tiny_llama):
     from unlearnbench.models.patching import Patcher
 
-    patcher = Patcher(tiny_llama, batcher(), pad_id=PAD, name="tiny", cache_kwarg="past_key_values")
+    patcher = Patcher(tiny_llama, batcher(), pad_id=PAD, name="tiny", cache_kwarg=cache_kwarg(tiny_llama))
     ids = torch.tensor([[1, 9, 14, 22, 30], [1, 7, 8, 9, 10]])
     mask = torch.ones_like(ids)
     blocks = patcher.block_outputs(ids, mask)
