@@ -15,13 +15,20 @@ shared zoo.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 # Under `pytest -n`, this process is an xdist worker: the pytest and CLI runs
 # its tests start must not inherit that identity (they would label their
-# progress and pick devices as workers of this run).
+# progress and pick devices as workers of this run), and each worker (with
+# what it starts) computes on one thread: two workers with torch's default
+# thread pools would oversubscribe the cores and run slower than one process.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
 for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
     os.environ.pop(variable, None)
 
