@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -37,21 +38,26 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    """A one-node Ray cluster with 2 CPUs on loopback; its address."""
+    """A one-node Ray cluster with 2 CPUs on loopback; its address. One at a
+    time on the machine (under `-n 2` the other worker waits here): `ray
+    stop` ends every Ray process of the user, another worker's cluster too."""
     try:
         import ray  # noqa: F401
     except ImportError:
         require(False, "Ray", "pip install 'unlearnbench[ray]'")
+    from unlearnbench.cache import file_lock
+
     port = _free_port()
     env = {**os.environ, **RAY_ENV}
-    # Ray's default temp dir: the driver finds the cluster's auth token there.
-    subprocess.run([_ray_cli(), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2",
-                    "--include-dashboard=false", "--disable-usage-stats"],
-                   env=env, check=True, capture_output=True)
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        subprocess.run([_ray_cli(), "stop", "--force"], env=env, capture_output=True)
+    with file_lock(Path(tempfile.gettempdir()) / "unlearnbench-tests-ray.lock"):
+        # Ray's default temp dir: the driver finds the cluster's auth token there.
+        subprocess.run([_ray_cli(), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+                        "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+                       env=env, check=True, capture_output=True)
+        try:
+            yield f"127.0.0.1:{port}"
+        finally:
+            subprocess.run([_ray_cli(), "stop", "--force"], env=env, capture_output=True)
 
 
 @pytest.fixture
