@@ -329,8 +329,8 @@ class RunState:
         run["exit_status"] = int(exitstatus)
         run["interrupted"] = interrupted
         run["cache"] = dict(self.cache_stats)
-        figures = extra_figures(self.config, self.report)
-        self.report_files = write_outputs(self.report, Path(run["directory"]), extra_figures=figures)
+        self.report_files = write_outputs(self.report, Path(run["directory"]),
+                                          extra_figures=lambda report: extra_figures(self.config, report))
         self.config.hook.pytest_unlearnbench_report(report=self.report, files=self.report_files)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:

@@ -40,7 +40,7 @@ import platform
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from unlearnbench.atomic import atomic_write_text
 from unlearnbench.report.verdicts import assess
@@ -167,9 +167,11 @@ class ReportFiles(NamedTuple):
     jsonl: Path
 
 
-def write_outputs(report: dict, directory: Path, extra_figures: dict[str, list[str]] | None = None) -> ReportFiles:
-    """report.json, report.html (with `extra_figures`, suite -> figures a
-    conftest.py adds: hookspec.py), report.md, results.csv and results.jsonl
+def write_outputs(report: dict, directory: Path,
+                  extra_figures: Callable[[dict], dict[str, list[str]]] | None = None) -> ReportFiles:
+    """report.json, report.html (with `extra_figures(report)`, suite ->
+    figures a conftest.py adds: hookspec.py; asked once the assessment is
+    in the report), report.md, results.csv and results.jsonl
     (each atomically), then the `latest` link; report.md is also appended to
     $GITHUB_STEP_SUMMARY when that is set (a GitHub Actions job's summary).
     Non-finite numbers become null with a note (`non_finite`): the writer never
@@ -193,7 +195,7 @@ def write_outputs(report: dict, directory: Path, extra_figures: dict[str, list[s
                         markdown=directory / "report.md", csv=directory / "results.csv",
                         jsonl=directory / "results.jsonl")
     summary = markdown(report)
-    atomic_write_text(files.html, render(report, extra_figures))
+    atomic_write_text(files.html, render(report, extra_figures(report) if extra_figures else None))
     atomic_write_text(files.markdown, summary)
     atomic_write_text(files.csv, results_csv(report))
     atomic_write_text(files.jsonl, results_jsonl(report))
