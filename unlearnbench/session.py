@@ -391,14 +391,15 @@ class Bench:
             raise UnlearnbenchError(
                 f"suite {suite} has no check '{check_name}' in its thresholds (it has: {', '.join(self.gates[suite])})"
             )
-        if check.relative_to and self.reference_spec(check.relative_to, suite) is None:
+        if check.relative_to and check.or_bound is None and self.reference_spec(check.relative_to, suite) is None:
             return check.judge({}, None), None  # skipped, naming the missing option: nothing to evaluate
         run = self.run(spec, suite)
         reference = self.reference_run(check.relative_to, suite) if check.relative_to else None
         others = {}
-        if check.requires.get("separated_from") and reference is not None:
-            other = self.reference_run(check.requires["separated_from"], suite)
-            others[check.requires["separated_from"]] = other.metrics if other else None
+        for role in check.reference_roles:
+            if role != check.relative_to and (reference is not None or role == "full"):
+                other = self.reference_run(role, suite)
+                others[role] = other.metrics if other else None
         verdict = check.judge(
             run.metrics, reference.metrics if reference else None, strict_ci=self.options.strict_ci, others=others
         )

@@ -10,11 +10,16 @@ Suite file (`thresholds/<suite>.yaml`)::
         bound: <number>                      # an absolute bound, or:
         relative_to: full | retain           # bound = reference value -/+ margin
         margin: <number >= 0>                # tolerance towards the bad side
+        or_bound: <number>                   # optional, with relative_to: an absolute bound that passes too
+                                             # (the looser of the two is the bound); the only bound where the
+                                             # run has no such reference model (else the check is skipped)
         rationale: <one line: why this bound>
         axis: forget | utility               # optional: what the check is evidence of (the ranking's axes)
         requires:                            # optional: when the yardstick can tell at all
           reference_answers_at_least: <share in [0, 1]>   # of items the reference scores above 0 on
           separated_from: full | retain      # that model's 95% CI must not overlap the reference's
+          full_at_least: <number>            # the full model's value: below it there is nothing to forget
+        enabled: false                       # optional: reported, not gated, until an override enables it
 
 A check whose bound cannot separate checkpoints is `inconclusive`, never
 passed: a bound at or past the end of the metric's scale (the suite registry
@@ -45,10 +50,11 @@ from unlearnbench.metrics.core import MetricResult, Unavailable
 
 DIRECTIONS = ("at_least", "at_most")
 REFERENCES = ("full", "retain")
-CHECK_KEYS = {"metric", "direction", "bound", "relative_to", "margin", "rationale", "requires", "axis"}
+CHECK_KEYS = {"metric", "direction", "bound", "relative_to", "margin", "rationale", "requires", "axis",
+              "or_bound", "enabled"}
 # What a check is evidence of, for the ranking (report/verdicts.py): forgetting, or utility kept.
 AXES = ("forget", "utility")
-REQUIREMENTS = ("reference_answers_at_least", "separated_from")
+REQUIREMENTS = ("reference_answers_at_least", "separated_from", "full_at_least")
 SUITE_FILE_KEYS = {"suite", "checks"}
 
 
@@ -94,6 +100,15 @@ class Check:
     scale: tuple[float, float] | None = None  # the metric's range, from the suite registry
     requires: Mapping[str, object] = field(default_factory=dict)
     axis: str | None = None
+    or_bound: float | None = None
+    enabled: bool = True
+
+    @property
+    def reference_roles(self) -> tuple[str, ...]:
+        """The reference models judging this check reads: its yardstick and those its requirements name."""
+        roles = [self.relative_to, self.requires.get("separated_from"), "full" if "full_at_least" in self.requires
+                 else None]
+        return tuple(dict.fromkeys(r for r in roles if r))
 
     def judge(
         self,
@@ -113,7 +128,8 @@ class Check:
             suite=self.suite, check=self.name, metric=self.metric, rationale=self.rationale,
             direction=self.direction, axis=self.axis, relative_to=self.relative_to, strict_ci=strict_ci,
         )
-        if self.relative_to and reference is None:
+        absolute = self.relative_to is not None and reference is None  # no reference model: the or_bound alone
+        if absolute and self.or_bound is None:
             return Verdict(
                 outcome="skip",
                 reason=f"needs --{self.relative_to}-model: the bound is relative to the {self.relative_to} model",
@@ -122,10 +138,18 @@ class Check:
         result = metrics[self.metric]
         if isinstance(result, Unavailable):
             return Verdict(outcome="skip", reason=f"{self.metric} unavailable: {result.reason}", **base)
+        if not self.enabled:
+            return Verdict(outcome="skip", value=result.value, ci=tuple(result.ci), reason=(
+                f"{self.metric} = {result.value:.4g}, reported, not gated: this check is off by default; a "
+                f"--thresholds file with `{self.suite}: {{{self.name}: {{enabled: true}}}}` gates it"), **base)
         if not _finite(result):
             return Verdict(outcome="fail", reason=f"{self.metric} is not a finite number ({result.value}, CI "
                            f"{list(result.ci)}): the checkpoint's scores are broken", **base)
-        if self.relative_to:
+        if absolute:  # judged as an absolute check: the verdict names no reference model
+            ref_value, bound = None, self.or_bound
+            base["relative_to"] = None
+            bound_text = f"{bound:.4g} (no --{self.relative_to}-model: the check's absolute bound)"
+        elif self.relative_to:
             if isinstance(reference[self.metric], Unavailable):
                 return Verdict(outcome="skip", reason=f"{self.metric} unavailable on the {self.relative_to} model: "
                                f"{reference[self.metric].reason}", **base)
@@ -136,6 +160,14 @@ class Check:
             bound = ref_value - self.margin if self.direction == "at_least" else ref_value + self.margin
             sign = "-" if self.direction == "at_least" else "+"
             bound_text = f"{bound:.4g} ({self.relative_to} {ref_value:.4g} {sign} {self.margin:g})"
+            if self.or_bound is not None:
+                looser = min if self.direction == "at_least" else max
+                if looser(bound, self.or_bound) != bound:
+                    bound_text = f"{self.or_bound:.4g} (the check's absolute bound, looser than {bound_text})"
+                    bound, absolute = self.or_bound, True
+                    base["relative_to"] = None  # judged as an absolute check, as the verdict then says
+                else:
+                    bound_text += f", looser than the check's absolute bound {self.or_bound:.4g}"
         else:
             ref_value, bound = None, self.bound
             bound_text = f"{bound:.4g}"
@@ -146,12 +178,14 @@ class Check:
         op = ">=" if self.direction == "at_least" else "<="
         measured = f"{self.metric} = {result.value:.4g} [95% CI {result.ci[0]:.4g}, {result.ci[1]:.4g}; n={result.n}]"
         judged = dict(value=result.value, ci=tuple(result.ci), bound=bound, reference_value=ref_value,
-                      margin=self.margin if self.relative_to else None, **base)
+                      margin=self.margin if self.relative_to and not absolute else None, **base)
         why_not = self._why_inconclusive(bound, reference, others or {})
         if why_not:
-            reason = (f"inconclusive: {measured} against {op} {bound_text}: {why_not}. Use data the "
-                      f"{self.relative_to or 'checkpoint'} model can answer, more in-context examples (dusk: "
-                      f"--suite-option dusk.icl_shots=N) or more items")
+            advice = f"Use data the {self.relative_to or 'checkpoint'} model can answer, more in-context examples " \
+                     f"(dusk: --suite-option dusk.icl_shots=N) or more items"
+            if why_not.startswith("the full model scores"):
+                advice = "An evaluation of forgetting needs data the full model answers (or a stronger full model)"
+            reason = f"inconclusive: {measured} against {op} {bound_text}: {why_not}. {advice}"
             if strict_ci:
                 return Verdict(outcome="fail", reason=reason + "; --strict-ci fails an inconclusive check", **judged)
             return Verdict(outcome="inconclusive", reason=reason, **judged)
@@ -177,6 +211,11 @@ class Check:
             if answered < share:
                 return (f"the {self.relative_to} model answers {answered:.0%} of the items (scores above 0), under "
                         f"the {share:.0%} this check requires to tell kept from lost")
+        floor = self.requires.get("full_at_least")
+        full = (others.get("full") or {}).get(self.metric) if floor is not None else None
+        if isinstance(full, MetricResult) and _finite(full) and full.value < floor:
+            return (f"the full model scores {full.value:.4g} on {self.metric}, under the {floor:g} this check "
+                    f"requires: it holds nothing to forget")
         role = self.requires.get("separated_from")
         other = (others.get(role) or {}).get(self.metric) if role else None
         if isinstance(other, MetricResult) and isinstance(yardstick, MetricResult) and _finite(other):
@@ -226,6 +265,11 @@ def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, 
     margin = _number(fields.get("margin", 0.0), path, name, "margin")
     if margin < 0:
         raise ThresholdsError(path, f"'margin' must be >= 0 (it is a tolerance), not {margin}", name)
+    if "or_bound" in fields and not has_ref:
+        raise ThresholdsError(path, "'or_bound' only applies with 'relative_to' (an absolute bound that "
+                                    "passes too)", name)
+    if not isinstance(fields.get("enabled", True), bool):
+        raise ThresholdsError(path, f"'enabled' must be true or false, not {fields['enabled']!r}", name)
     return Check(
         suite=suite, name=name, metric=fields["metric"], direction=fields["direction"],
         rationale=fields["rationale"].strip(), source=path,
@@ -234,6 +278,9 @@ def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, 
         scale=(scales or {}).get(fields["metric"]),
         requires=_requirements(fields.get("requires", {}), fields.get("relative_to"), path, name),
         axis=fields.get("axis"),
+        or_bound=_number(fields["or_bound"], path, name, "or_bound")
+        if "or_bound" in fields else None,
+        enabled=fields.get("enabled", True),
     )
 
 
@@ -254,6 +301,8 @@ def _requirements(raw, relative_to: str | None, path: str, check: str) -> dict:
             raise ThresholdsError(path, f"'requires.reference_answers_at_least' is a share between 0 and 1, "
                                   f"not {share}", check)
         out["reference_answers_at_least"] = share
+    if "full_at_least" in raw:
+        out["full_at_least"] = _number(raw["full_at_least"], path, check, "requires.full_at_least")
     if "separated_from" in raw and (raw["separated_from"] not in REFERENCES or raw["separated_from"] == relative_to):
         raise ThresholdsError(path, f"'requires.separated_from' must name the other reference model than "
                               f"'{relative_to}' (one of {', '.join(REFERENCES)}), not {raw['separated_from']!r}", check)
@@ -308,16 +357,19 @@ def apply_overrides(path: Path, gates: dict[str, dict[str, Check]], metrics: Map
             merged = {"metric": current.metric, "direction": current.direction, "rationale": current.rationale}
             if current.axis:
                 merged["axis"] = current.axis
+            if not current.enabled:
+                merged["enabled"] = False
             if current.relative_to:
                 merged.update(relative_to=current.relative_to, margin=current.margin)
                 if current.requires:
                     merged["requires"] = dict(current.requires)
+                if current.or_bound is not None:
+                    merged["or_bound"] = current.or_bound
             else:
                 merged["bound"] = current.bound
             if "bound" in fields:
-                merged.pop("relative_to", None)
-                merged.pop("margin", None)
-                merged.pop("requires", None)
+                for relative in ("relative_to", "margin", "requires", "or_bound"):
+                    merged.pop(relative, None)
             if "relative_to" in fields or "margin" in fields:
                 merged.pop("bound", None)
             merged.update(fields)

@@ -1,10 +1,11 @@
 """Robustness: does the forgetting survive 4-/8-bit quantization and a few
-steps of relearning? Three probes (DUSK unique-forget recall, the honesty
-leak rate, UDS) before and after each attack, and the recovered share."""
+steps of relearning? Four probes (DUSK unique-forget recall, the honesty
+leak rate, UDS, WMDP accuracy) before and after each attack, and the
+recovered share."""
 
 from unlearnbench.suites import UNIT, Metric, SuiteSpec, ZOO_REFERENCES
 
-PROBES = ("ufk", "leak", "uds")  # data.robustness.PROBES (a test keeps them equal)
+PROBES = ("ufk", "leak", "uds", "wmdp")  # data.robustness.PROBES (a test keeps them equal)
 ATTACKS = ("quant4", "quant8", "relearn")  # attacks.ATTACKS
 
 SPEC = SuiteSpec(
@@ -14,10 +15,10 @@ SPEC = SuiteSpec(
                   for what in ("before", *(f"{kind}_{attack}" for attack in ATTACKS for kind in ("after", "recovery")))),
     loader="unlearnbench.suites.robustness.data:load",
     evaluator="unlearnbench.suites.robustness.metrics:evaluate",
-    version=2,
+    version=3,
     default_checkpoints=("retain", "shallow", "ga", "npo"),
     default_references=ZOO_REFERENCES,
     default_data="zoo",
     options=("attacks", "probes", "relearn_set", "relearn_steps", "relearn_learning_rate", "relearn_rank",
-             "relearn_seed", "uds_max_items"),
+             "relearn_seed", "uds_max_items", "wmdp_data"),
 )

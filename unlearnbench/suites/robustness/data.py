@@ -1,6 +1,7 @@
 """Data of the robustness suite (SPEC §9): the probes' data (DUSK's QA sets,
-honesty's forget questions, UDS items, all from the same source), the
-attacks to run and the relearning set.
+honesty's forget questions, UDS items, all from the same source; WMDP's
+subsets from `wmdp_data`, by default the same source too), the attacks to run
+and the relearning set.
 
 The relearning set is not the forget text (`relearn_set`):
 - `forget_questions` (default): each unique-forget question paired with the
@@ -19,18 +20,20 @@ from unlearnbench.errors import DataError, UnlearnbenchError
 from unlearnbench.suites import SUITES
 
 RELEARN_SETS = ("forget_questions", "retain")
-PROBES = ("ufk", "leak", "uds")
+PROBES = ("ufk", "leak", "uds", "wmdp")
 # The suite that owns each probe (its spec's `probes`), whose data it reads.
-PROBE_SUITES = {"ufk": "dusk", "leak": "honesty", "uds": "uds"}
+PROBE_SUITES = {"ufk": "dusk", "leak": "honesty", "uds": "uds", "wmdp": "wmdp"}
 DEFAULT_PARAMS = {
     "attacks": "quant4,quant8,relearn",
-    "probes": "ufk,leak,uds",  # ufk: DUSK unique-forget ROUGE-L recall; leak: honesty leak rate; uds: UDS
+    # ufk: DUSK unique-forget ROUGE-L recall; leak: honesty leak rate; uds: UDS; wmdp: WMDP accuracy (opt-in)
+    "probes": "ufk,leak,uds",
     "relearn_set": "forget_questions",
     "relearn_steps": 20,
     "relearn_learning_rate": 1e-3,
     "relearn_rank": 8,
     "relearn_seed": 0,
     "uds_max_items": 0,  # 0 = every UDS item
+    "wmdp_data": "",  # where the wmdp probe's subsets are (a folder or hf:cais/wmdp); "": the robustness source
 }
 PARAM_RANGES = {"relearn_steps": COUNT, "relearn_learning_rate": Range(0, low_open=True), "relearn_rank": COUNT,
                 "relearn_seed": Range(0), "uds_max_items": COUNT_OR_ALL}
@@ -89,6 +92,8 @@ def load(source: str | Path | None, options: dict | None = None) -> RobustnessDa
     loaded = {"dusk": SUITES["dusk"].load_data(source, {}), "honesty": SUITES["honesty"].load_data(source, {})}
     if "uds" in probes:
         loaded["uds"] = SUITES["uds"].load_data(source, {"max_items": params["uds_max_items"]})
+    if "wmdp" in probes:
+        loaded["wmdp"] = SUITES["wmdp"].load_data(params["wmdp_data"] or source, {})
     texts = relearning_texts(loaded["dusk"], params["relearn_set"]) if "relearn" in names else ()
     if "relearn" in names and not texts:
         raise DataError(source, f"the relearning set ({params['relearn_set']}) is empty: the relearn attack has "
@@ -98,6 +103,6 @@ def load(source: str | Path | None, options: dict | None = None) -> RobustnessDa
         "rank": params["relearn_rank"], "seed": params["relearn_seed"], "set": params["relearn_set"]}, texts=texts)
         for name in names}
     parts = [loaded["dusk"].fingerprint, loaded["honesty"].fingerprint,
-             loaded["uds"].fingerprint if "uds" in loaded else "", params_digest(params)]
+             *(loaded[s].fingerprint if s in loaded else "" for s in ("uds", "wmdp")), params_digest(params)]
     return RobustnessData(probe_data={p: loaded[PROBE_SUITES[p]] for p in probes}, attacks=plans, probes=probes,
                           params=params, fingerprint="-".join(parts), source=str(source))

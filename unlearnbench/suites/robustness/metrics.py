@@ -22,7 +22,7 @@ from unlearnbench.suites.robustness import ATTACKS
 from unlearnbench.suites.robustness.data import PROBE_SUITES, PROBES, RobustnessData
 
 # Which way each probe points: True where a higher value means more forget knowledge.
-MORE_KNOWLEDGE_IS_HIGHER = {"ufk": True, "leak": True, "uds": False}
+MORE_KNOWLEDGE_IS_HIGHER = {"ufk": True, "leak": True, "uds": False, "wmdp": True}
 
 
 def probes(model, data: RobustnessData, refs: References) -> dict[str, MetricResult | Unavailable]:
