@@ -36,6 +36,8 @@ KEY_METRICS = {
     "conceptguard": (("CtxtSep", "ctxt_sep"), ("HarmMem", "harm_mem"), ("HelpRet", "help_ret"),
                      ("HarmQA", "harm_qa"), ("HelpQA", "help_qa")),
     "uds": (("UDS", "uds"),),
+    "wmdp": (("WMDP", "wmdp"), ("WMDP-bio", "wmdp_bio"), ("WMDP-cyber", "wmdp_cyber"), ("WMDP-chem", "wmdp_chem"),
+             ("MMLU", "mmlu")),
 }
 
 

@@ -119,6 +119,7 @@ class BigramModel:
         turns = {"system": "{}\n\n", "user": "Question: {}\nAnswer:", "assistant": " {}\n\n"}
         return "".join(turns[m["role"]].format(m["content"]) for m in messages)
 
+    bos_token_id = BOS
     eos_token_id = EOS
     pad_token_id = None
 

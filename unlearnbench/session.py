@@ -117,14 +117,15 @@ class Bench:
         for suite in suites:
             if suite not in SUITES:
                 raise UnlearnbenchError(f"unknown suite '{suite}' (known: {', '.join(SUITES)})")
-            self.gates[suite] = load_suite_thresholds(thresholds_files[suite], suite, SUITES[suite].metric_names,
+            self.gates[suite] = load_suite_thresholds(thresholds_files[suite], suite, SUITES[suite].known_metrics,
                                                       SUITES[suite].scale_of)
         if self.options.thresholds_override:
             apply_overrides(
-                self.options.thresholds_override, self.gates, {name: spec.metric_names for name, spec in SUITES.items()}
+                self.options.thresholds_override, self.gates, {name: spec.known_metrics for name, spec in SUITES.items()}
             )
         for suite in suites:
-            self.data(suite)
+            if self.checkpoints(suite):  # a suite with nothing to run (utility on the zoo) reads no data
+                self.data(suite)
         zoo_names = [
             spec.zoo
             for suite in suites
@@ -234,8 +235,16 @@ class Bench:
                 from unlearnbench.fixtures import zoo
 
                 source = str(zoo.data_dir(self.options.cache_dir))
-            self._data[suite] = SUITES[suite].load_data(source, self.options.suite_options.get(suite, {}))
+            self._data[suite] = SUITES[suite].load_data(source, self.options.suite_options.get(suite, {}),
+                                                        self.metric_names(suite))
         return self._data[suite]
+
+    def metric_names(self, suite: str) -> tuple[str, ...]:
+        """The suite's metrics: declared, or (an open suite) those its gate names."""
+        spec = SUITES[suite]
+        if spec.open_metrics:
+            return tuple(dict.fromkeys(check.metric for check in self.gates[suite].values()))
+        return spec.metric_names
 
     # ----------------------------------------------------------------- metrics
     def fingerprint_of(self, spec: CheckpointSpec) -> str:
@@ -286,6 +295,10 @@ class Bench:
         (loading the model only then) and stored: an interrupted sweep, rerun,
         loads none of the checkpoints it finished."""
         computed = []
+        data = self.data(suite)
+        if getattr(data, "unavailable", None):  # the suite cannot run here at all (a missing extra): no model loads
+            return SuiteRun(metrics={n: Unavailable(n, data.unavailable) for n in self.metric_names(suite)},
+                            data={"fingerprint": data.fingerprint, "source": data.source}, seconds=0.0)
 
         def compute() -> dict:
             cancel.check()  # after Ctrl-C or past its deadline: no new work starts
@@ -375,8 +388,8 @@ class Bench:
             try:
                 metrics = spec.evaluate(handle, data, refs)
             except MissingCapability as exc:  # the backend cannot serve this suite at all
-                metrics = {name: Unavailable(name, str(exc)) for name in spec.metric_names}
-        missing = set(spec.metric_names) - set(metrics)
+                metrics = {name: Unavailable(name, str(exc)) for name in self.metric_names(suite)}
+        missing = set(self.metric_names(suite)) - set(metrics)
         if missing:
             raise UnlearnbenchError(f"suite {suite} did not compute {', '.join(sorted(missing))}")
         return SuiteRun(

@@ -249,7 +249,11 @@ def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, 
     for text in ("metric", "direction", "rationale"):
         if not isinstance(fields[text], str) or not fields[text].strip():
             raise ThresholdsError(path, f"'{text}' must be a non-empty string, not {fields[text]!r}", name)
-    if fields["metric"] not in metrics:
+    if callable(metrics):  # an open suite (SuiteSpec.open_metrics) checks the name itself
+        problem = metrics(fields["metric"])
+        if problem:
+            raise ThresholdsError(path, f"metric '{fields['metric']}': {problem}", name)
+    elif fields["metric"] not in metrics:
         raise ThresholdsError(path, f"suite '{suite}' has no metric '{fields['metric']}' (it has: {', '.join(metrics)})", name)
     if fields["direction"] not in DIRECTIONS:
         raise ThresholdsError(path, f"'direction' must be one of {', '.join(DIRECTIONS)}, not {fields['direction']!r}", name)

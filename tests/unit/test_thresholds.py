@@ -154,3 +154,78 @@ def test_every_built_in_check_declares_its_axis_and_a_bad_axis_is_refused(tmp_pa
                    "    bound: 0.5\n    rationale: r\n    axis: both\n")
     with pytest.raises(ThresholdsError, match="'axis' must be one of forget, utility, not 'both'"):
         load_suite_thresholds(bad, "smoke", SUITES["smoke"].metric_names)
+
+
+OR_BOUND = """
+suite: demo
+checks:
+  leak_low:
+    metric: leak
+    direction: at_most
+    relative_to: retain
+    margin: 0.02
+    or_bound: 0.30
+    requires: {full_at_least: 0.35}
+    rationale: no better than chance + 0.05 or the retain model + 0.02
+  score_reported:
+    metric: score
+    direction: at_least
+    relative_to: full
+    margin: 0.05
+    enabled: false
+    rationale: reported until enabled
+"""
+
+
+def test_or_bound_passes_under_the_looser_bound_and_stands_alone_without_the_reference(tmp_path):
+    check = load_suite_thresholds(write(tmp_path, OR_BOUND), "demo", METRICS)["leak_low"]
+    # retain 0.10 + 0.02 = 0.12 is tighter than 0.30: 0.25 passes under the absolute bound.
+    verdict = check.judge({"leak": result("leak", 0.25)}, {"leak": result("leak", 0.10)})
+    assert verdict.outcome == "pass" and verdict.bound == 0.30 and verdict.relative_to is None
+    assert "the check's absolute bound, looser than 0.12 (retain 0.1 + 0.02)" in verdict.reason
+    # retain 0.40 + 0.02 = 0.42 is looser: 0.41 passes relative to retain, 0.43 fails.
+    high = {"leak": result("leak", 0.40)}
+    assert check.judge({"leak": result("leak", 0.41)}, high).outcome == "pass"
+    failed = check.judge({"leak": result("leak", 0.43)}, high)
+    assert failed.outcome == "fail" and failed.bound == pytest.approx(0.42) and failed.relative_to == "retain"
+    # No retain model: the absolute bound alone (not skipped).
+    alone = check.judge({"leak": result("leak", 0.31)}, None)
+    assert alone.outcome == "fail" and alone.bound == 0.30 and "no --retain-model" in alone.reason
+
+
+def test_full_at_least_makes_a_check_inconclusive_when_the_full_model_holds_nothing_to_forget(tmp_path):
+    check = load_suite_thresholds(write(tmp_path, OR_BOUND), "demo", METRICS)["leak_low"]
+    assert check.reference_roles == ("retain", "full")
+    near_chance = {"full": {"leak": result("leak", 0.27)}}
+    verdict = check.judge({"leak": result("leak", 0.2)}, {"leak": result("leak", 0.2)}, others=near_chance)
+    assert verdict.outcome == "inconclusive"
+    assert "the full model scores 0.27 on leak, under the 0.35 this check requires" in verdict.reason
+    knows = {"full": {"leak": result("leak", 0.9)}}
+    assert check.judge({"leak": result("leak", 0.2)}, {"leak": result("leak", 0.2)}, others=knows).outcome == "pass"
+
+
+def test_a_disabled_check_is_reported_not_gated_until_an_override_enables_it(tmp_path):
+    gates = {"demo": load_suite_thresholds(write(tmp_path, OR_BOUND), "demo", METRICS)}
+    check = gates["demo"]["score_reported"]
+    off = check.judge({"score": result("score", 0.1)}, {"score": result("score", 0.9)})
+    assert off.outcome == "skip" and off.value == 0.1
+    assert "demo: {score_reported: {enabled: true}}" in off.reason
+    apply_overrides(write(tmp_path, "demo:\n  score_reported: {enabled: true}\n", "o.yaml"), gates, {"demo": METRICS})
+    enabled = gates["demo"]["score_reported"]
+    assert enabled.relative_to == "full" and enabled.margin == 0.05
+    assert enabled.judge({"score": result("score", 0.1)}, {"score": result("score", 0.9)}).outcome == "fail"
+    # A kept or_bound survives an override of the margin; a bound override replaces it.
+    apply_overrides(write(tmp_path, "demo:\n  leak_low: {margin: 0.05}\n", "p.yaml"), gates, {"demo": METRICS})
+    assert gates["demo"]["leak_low"].or_bound == 0.30 and gates["demo"]["leak_low"].margin == 0.05
+    apply_overrides(write(tmp_path, "demo:\n  leak_low: {bound: 0.2}\n", "q.yaml"), gates, {"demo": METRICS})
+    assert gates["demo"]["leak_low"].or_bound is None and gates["demo"]["leak_low"].bound == 0.2
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("    relative_to: retain\n    margin: 0.02\n", "    bound: 0.1\n"), "'or_bound' only applies with 'relative_to'"),
+    (("enabled: false", "enabled: 'no'"), "'enabled' must be true or false"),
+    (("full_at_least: 0.35", "full_at_least: high"), "'requires.full_at_least' must be a finite number"),
+])
+def test_bad_or_bound_enabled_and_full_at_least_are_refused(tmp_path, edit, message):
+    with pytest.raises(ThresholdsError, match=re.escape(message)):
+        load_suite_thresholds(write(tmp_path, OR_BOUND.replace(*edit)), "demo", METRICS)

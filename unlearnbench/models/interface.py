@@ -106,6 +106,9 @@ class LanguageModel(Protocol):
                     template_kwargs: dict | None = None) -> str: ...
 
     @property
+    def bos_token_id(self) -> int | None: ...  # the tokenizer's BOS, whether or not encoding adds it
+
+    @property
     def eos_token_id(self) -> int | None: ...
 
     @property

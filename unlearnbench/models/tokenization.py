@@ -82,6 +82,10 @@ class Tokenization:
                            template_kwargs=template_kwargs)
 
     @property
+    def bos_token_id(self) -> int | None:
+        return self.tokenizer.bos_token_id
+
+    @property
     def eos_token_id(self) -> int | None:
         return self.tokenizer.eos_token_id
 

@@ -72,6 +72,10 @@ class SuiteSpec:
     zoo_data: str | None = None
     # (metric, metric whose per-item values explain it): the report's drill-down shows the latter's items.
     per_item_source: tuple[tuple[str, str], ...] = ()
+    # A suite whose metrics its gate names (the utility suite: any lm-eval task's metric): "module:function",
+    # (metric name) -> what is wrong with it, or None. Its loader then receives the gate's metric names as a
+    # third argument, and `metrics` stays empty.
+    open_metrics: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "metrics", tuple(m if isinstance(m, Metric) else Metric(m) for m in self.metrics))
@@ -88,7 +92,15 @@ class SuiteSpec:
     def utility_metrics(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.metrics if m.utility)
 
-    def load_data(self, source, options: dict) -> object:
+    @property
+    def known_metrics(self) -> tuple[str, ...] | Callable[[str], str | None]:
+        """What a gate of this suite may name: its metrics, or (an open suite) a check of a name."""
+        return resolve(self.open_metrics) if self.open_metrics else self.metric_names
+
+    def load_data(self, source, options: dict, gated: tuple[str, ...] = ()) -> object:
+        """The suite's data; an open suite's loader also gets the metrics its gate names."""
+        if self.open_metrics:
+            return resolve(self.loader)(source, options, gated)
         return resolve(self.loader)(source, options)
 
     @property
