@@ -17,6 +17,7 @@ install command, and no model loads for it.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -61,10 +62,9 @@ def load(source: str | Path | None, options: dict | None, gated: tuple[str, ...]
         raise DataError(include, "--suite-option utility.include_path: folder not found")
     identity = hashlib.sha256("\0".join(tasks).encode()).hexdigest()[:8]
     try:
-        from lm_eval.tasks import TaskManager
+        known = set(task_manager(include).all_tasks)
     except ImportError:
         return UtilityData(tasks, named, params, f"{identity}-{params_digest(params)}", where, unavailable=INSTALL)
-    known = set(TaskManager(include_path=include or None).all_tasks)
     for task in tasks:
         if task not in known:
             close = difflib.get_close_matches(task, sorted(known), n=3)
@@ -72,6 +72,15 @@ def load(source: str | Path | None, options: dict | None, gated: tuple[str, ...]
             raise DataError(where, f"unknown lm-eval task '{task}'{hint}")
     return UtilityData(tasks, named, params, f"{identity}-{_task_files_digest(include)}-{params_digest(params)}",
                        where)
+
+
+@functools.lru_cache(maxsize=4)
+def task_manager(include: str):
+    """lm-eval's task index (with the user's folder): built once per process, since indexing lm-eval's
+    thousands of task files takes seconds and every checkpoint's evaluation needs it."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_path=include or None)
 
 
 def _task_files_digest(include: str) -> str:

@@ -9,21 +9,20 @@ from __future__ import annotations
 import math
 
 from unlearnbench.metrics.core import MetricResult, References, Unavailable
-from unlearnbench.suites.utility.data import UtilityData
+from unlearnbench.suites.utility.data import UtilityData, task_manager
 
 Z95 = 1.959964
 
 
 def evaluate(model, data: UtilityData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
     from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
 
     from unlearnbench.suites.utility.lm_adapter import UnlearnbenchLM
 
     params = data.params
     output = simple_evaluate(
         model=UnlearnbenchLM(model), tasks=list(data.tasks),
-        task_manager=TaskManager(include_path=params["include_path"] or None),
+        task_manager=task_manager(params["include_path"]),
         limit=params["limit"] or None, num_fewshot=None if params["num_fewshot"] < 0 else params["num_fewshot"],
         log_samples=True, bootstrap_iters=1000,
     )
