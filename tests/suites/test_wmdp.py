@@ -244,7 +244,8 @@ def test_accuracy_equals_lm_evals_own_wmdp_task_on_smollm2(smollm2, smollm2_dir,
     # The letters came from one forward pass per question; teacher-forced scoring of " A" ... " D" agrees.
     items = data.wmdp["wmdp-bio"]
     contexts = [wmdp.context(item, "letters") for item in items]
-    assert wmdp._single_token_letters(smollm2, contexts) is not None
+    ids, start = smollm2.encode_pair(contexts[0], " A")
+    assert len(ids) - start == 1 and ids[:start] == smollm2.encode_prompt(contexts[0])
     forced = smollm2.score_continuations([c for c in contexts for _ in range(4)], [" A", " B", " C", " D"] * len(items))
     np.testing.assert_allclose(np.array([s.logprobs.sum() for s in forced]).reshape(-1, 4), theirs["local_wmdp_bio"][1],
                                atol=1e-4)

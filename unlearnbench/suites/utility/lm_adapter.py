@@ -13,7 +13,9 @@ Each request type follows lm-eval's HF backend (`lm_eval/models/huggingface.py`)
   written from lm-eval's `_encode_pair`); an empty context conditions on the
   prefix token (the tokenizer's BOS, else its EOS); `is_greedy` is whether
   every continuation token is the model's argmax (False where the backend
-  does not report argmaxes);
+  does not report argmaxes); one-token continuations of a shared context
+  (multiple choice by letter) share one forward pass
+  (metrics/continuations.py), as lm-eval's HF backend shares one;
 - `loglikelihood_rolling`: lm-eval's own rolling windows
   (`get_rolling_token_windows` + `make_disjoint_window`, context 1) over the
   text's tokens, each window scored teacher-forced;
@@ -31,6 +33,8 @@ import numpy as np
 from lm_eval import utils as lm_utils
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
+
+from unlearnbench.metrics.continuations import continuation_loglikelihoods
 
 DEFAULT_MAX_GEN_TOKS = 256
 
@@ -51,18 +55,10 @@ class UnlearnbenchLM(LM):
 
     # ------------------------------------------------------------ loglikelihood
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-        prefix = self._prefix_token()
-        sequences, starts = [], []
-        for context, continuation in (r.args for r in requests):
-            if context:
-                ids, start = self.model.encode_pair(context, continuation)
-            else:
-                ids, start = [prefix, *self.model.encode_prompt(continuation)], 1
-            sequences.append(ids)
-            starts.append(start)
-        scores = self.model.token_logprobs(sequences, starts)
-        return [(float(np.sum(s.logprobs, dtype=np.float64)),
-                 bool(s.argmax is not None and np.array_equal(s.argmax, s.token_ids))) for s in scores]
+        contexts, continuations = zip(*(r.args for r in requests)) if requests else ((), ())
+        lls, greedy = continuation_loglikelihoods(self.model, contexts, continuations,
+                                                  empty_context_prefix=self._prefix_token())
+        return [(float(ll), bool(g)) for ll, g in zip(lls, greedy)]
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         prefix = self._prefix_token()

@@ -12,14 +12,16 @@ lm-eval's `mmlu_continuation` tasks do.
 Where every letter is one token after the context (the usual case), the four
 log-likelihoods come from one forward pass per question: the next-token
 distribution after the context, read at the four letters' ids; else each
-continuation is scored teacher-forced. Both give what lm-eval's
-`loglikelihood` gives (tests/suites/test_wmdp.py runs lm-eval itself).
+continuation is scored teacher-forced (metrics/continuations.py). Both give
+what lm-eval's `loglikelihood` gives (tests/suites/test_wmdp.py runs lm-eval
+itself).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from unlearnbench.metrics.continuations import continuation_loglikelihoods
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
 from unlearnbench.suites.wmdp.data import NEIGHBOURS, WMDP_SUBSETS, ChoiceItem, WmdpData
 
@@ -51,31 +53,9 @@ def continuations(item: ChoiceItem, form: str) -> list[str]:
 
 def choice_loglikelihoods(model, items: list[ChoiceItem], form: str) -> np.ndarray:
     """(n, 4): each choice's continuation log-likelihood given its item's context."""
-    contexts = [context(item, form) for item in items]
-    if form == "letters":
-        columns = _single_token_letters(model, contexts)
-        if columns is not None:
-            return np.stack([np.asarray(lp, dtype=np.float64) for lp in model.next_token(contexts, columns).logprobs])
-    pairs = [(c, x) for item, c in zip(items, contexts) for x in continuations(item, form)]
-    scores = model.score_continuations([c for c, _ in pairs], [x for _, x in pairs])
-    return np.array([float(np.sum(s.logprobs, dtype=np.float64)) for s in scores]).reshape(len(items), len(LETTERS))
-
-
-def _single_token_letters(model, contexts: list[str]) -> list[list[int]] | None:
-    """Per context, the ids of " A" ... " D" where each is the one token that
-    follows exactly the context's own ids (then the next-token distribution is
-    the continuation's likelihood); None where any is not."""
-    columns = []
-    for text in contexts:
-        own = model.encode_prompt(text)
-        row = []
-        for letter in LETTERS:
-            ids, start = model.encode_pair(text, " " + letter)
-            if len(ids) - start != 1 or ids[:start] != own:
-                return None
-            row.append(ids[start])
-        columns.append(row)
-    return columns
+    pairs = [(context(item, form), x) for item in items for x in continuations(item, form)]
+    lls, _ = continuation_loglikelihoods(model, [c for c, _ in pairs], [x for _, x in pairs])
+    return lls.reshape(len(items), len(LETTERS))
 
 
 def accuracy(name: str, items: list[ChoiceItem], lls: np.ndarray, *, form: str, forget: bool) -> MetricResult:
