@@ -243,7 +243,7 @@ class Bench:
         """The suite's metrics: declared, or (an open suite) those its gate names."""
         spec = SUITES[suite]
         if spec.open_metrics:
-            return tuple(dict.fromkeys(check.metric for check in self.gates[suite].values()))
+            return tuple(dict.fromkeys(check.metric for check in self.gates.get(suite, {}).values()))
         return spec.metric_names
 
     # ----------------------------------------------------------------- metrics

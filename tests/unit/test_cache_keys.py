@@ -33,9 +33,13 @@ OTHER_VALUE = {
              "privleak_max_tokens": "1024", "mink_k": "0.3", "privleak_score": "mink", "convention": "reference"},
     "robustness": {"attacks": "quant4", "probes": "ufk", "relearn_set": "retain", "relearn_steps": "5",
                    "relearn_learning_rate": "0.0001", "relearn_rank": "4", "relearn_seed": "1",
-                   "uds_max_items": "3"},
+                   "uds_max_items": "3", "wmdp_data": "{data}/wmdp"},
     "smoke": {},
+    "wmdp": {"format": "letters", "max_items": "3", "mmlu": "{data}/wmdp/mmlu", "mmlu_subjects": "retain_facts"},
+    "utility": {"tasks": "hellaswag,piqa", "include_path": "{data}", "limit": "5", "num_fewshot": "2"},
 }
+# Options every run of a suite needs on the zoo's data (the utility suite's gate is not loaded here).
+BASE_OPTIONS = {"utility": {"tasks": "hellaswag"}}
 
 
 def test_the_table_names_every_option():
@@ -65,10 +69,14 @@ def test_every_suite_option_alone_misses_the_result_cache(suite, cache_dir, zoo_
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     data = zoo_data
     model = CheckpointSpec(name="m", source=str(random_llama_dir))
-    base = _bench(cache_dir, data, model, {})
-    assert base._run_parts(model, suite) == _bench(cache_dir, data, model, {})._run_parts(model, suite)
+    if suite == "utility":
+        pytest.importorskip("lm_eval", reason="pip install 'unlearnbench[lmeval]'")
+    base_options = BASE_OPTIONS.get(suite, {})
+    base = _bench(cache_dir, data, model, {suite: dict(base_options)})
+    assert base._run_parts(model, suite) == _bench(cache_dir, data, model, {suite: dict(base_options)})._run_parts(
+        model, suite)
     for option, value in OTHER_VALUE[suite].items():
-        other = _bench(cache_dir, data, model, {suite: {option: value}})
+        other = _bench(cache_dir, data, model, {suite: {**base_options, option: value.format(data=data)}})
         assert other._run_parts(model, suite) != base._run_parts(model, suite), f"{suite}.{option}"
         # Reference-model work done for the suite is keyed the same way.
         assert other.memo(suite)._parts("op", {}, {}) != base.memo(suite)._parts("op", {}, {}), f"{suite}.{option}"

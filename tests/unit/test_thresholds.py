@@ -45,7 +45,7 @@ def test_repository_default_gates_are_valid():
 
     root = Path(__file__).resolve().parents[2] / "thresholds"
     for suite, spec in SUITES.items():
-        assert load_suite_thresholds(root / f"{suite}.yaml", suite, spec.metric_names)
+        assert load_suite_thresholds(root / f"{suite}.yaml", suite, spec.known_metrics)
 
 
 def test_good_file_loads(tmp_path):
@@ -147,7 +147,7 @@ def test_every_built_in_check_declares_its_axis_and_a_bad_axis_is_refused(tmp_pa
 
     root = Path(__file__).resolve().parents[2] / "thresholds"
     for suite, spec in SUITES.items():
-        checks = load_suite_thresholds(root / f"{suite}.yaml", suite, spec.metric_names, spec.scale_of)
+        checks = load_suite_thresholds(root / f"{suite}.yaml", suite, spec.known_metrics, spec.scale_of)
         assert {c.name: c.axis for c in checks.values() if c.axis not in ("forget", "utility")} == {}, suite
     bad = tmp_path / "smoke.yaml"
     bad.write_text("suite: smoke\nchecks:\n  c:\n    metric: qa_rougeL_recall\n    direction: at_least\n"
