@@ -127,6 +127,8 @@ class Check:
         base = dict(
             suite=self.suite, check=self.name, metric=self.metric, rationale=self.rationale,
             direction=self.direction, axis=self.axis, relative_to=self.relative_to, strict_ci=strict_ci,
+            # A skipped relative check still shows its bound's form (`>= full - 0.05`) in the report.
+            margin=self.margin if self.relative_to else None,
         )
         absolute = self.relative_to is not None and reference is None  # no reference model: the or_bound alone
         if absolute and self.or_bound is None:
@@ -147,7 +149,7 @@ class Check:
                            f"{list(result.ci)}): the checkpoint's scores are broken", **base)
         if absolute:  # judged as an absolute check: the verdict names no reference model
             ref_value, bound = None, self.or_bound
-            base["relative_to"] = None
+            base.update(relative_to=None, margin=None)
             bound_text = f"{bound:.4g} (no --{self.relative_to}-model: the check's absolute bound)"
         elif self.relative_to:
             if isinstance(reference[self.metric], Unavailable):
@@ -164,8 +166,8 @@ class Check:
                 looser = min if self.direction == "at_least" else max
                 if looser(bound, self.or_bound) != bound:
                     bound_text = f"{self.or_bound:.4g} (the check's absolute bound, looser than {bound_text})"
-                    bound, absolute = self.or_bound, True
-                    base["relative_to"] = None  # judged as an absolute check, as the verdict then says
+                    bound = self.or_bound
+                    base.update(relative_to=None, margin=None)  # judged as an absolute check, as the verdict says
                 else:
                     bound_text += f", looser than the check's absolute bound {self.or_bound:.4g}"
         else:
@@ -177,8 +179,7 @@ class Check:
         passed = point_ok and (not strict_ci or good(edge))
         op = ">=" if self.direction == "at_least" else "<="
         measured = f"{self.metric} = {result.value:.4g} [95% CI {result.ci[0]:.4g}, {result.ci[1]:.4g}; n={result.n}]"
-        judged = dict(value=result.value, ci=tuple(result.ci), bound=bound, reference_value=ref_value,
-                      margin=self.margin if self.relative_to and not absolute else None, **base)
+        judged = dict(base, value=result.value, ci=tuple(result.ci), bound=bound, reference_value=ref_value)
         why_not = self._why_inconclusive(bound, reference, others or {})
         if why_not:
             advice = f"Use data the {self.relative_to or 'checkpoint'} model can answer, more in-context examples " \

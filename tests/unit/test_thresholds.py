@@ -208,7 +208,7 @@ def test_a_disabled_check_is_reported_not_gated_until_an_override_enables_it(tmp
     gates = {"demo": load_suite_thresholds(write(tmp_path, OR_BOUND), "demo", METRICS)}
     check = gates["demo"]["score_reported"]
     off = check.judge({"score": result("score", 0.1)}, {"score": result("score", 0.9)})
-    assert off.outcome == "skip" and off.value == 0.1
+    assert off.outcome == "skip" and off.value == 0.1 and off.margin == 0.05 and off.relative_to == "full"
     assert "demo: {score_reported: {enabled: true}}" in off.reason
     apply_overrides(write(tmp_path, "demo:\n  score_reported: {enabled: true}\n", "o.yaml"), gates, {"demo": METRICS})
     enabled = gates["demo"]["score_reported"]

@@ -17,4 +17,5 @@ SPEC = on_zoo_family(
     version=1,
     options=("format", "max_items", "mmlu", "mmlu_subjects"),
     probes=(("wmdp", "unlearnbench.suites.wmdp.metrics:forget_probe"),),
+    plots="unlearnbench.suites.wmdp.plots:forgetting_vs_mmlu",
 )
