@@ -1,7 +1,7 @@
 """Issue 27: a backend that implements exactly the model protocol, written
 from scratch without torch (tests/bigram_backend.py) and registered through
 the `unlearnbench.backends` entry point as a third-party package would be,
-runs every suite that does not need weights end to end; the two that do
+runs every suite that does not need weights end to end (WMDP too, issue 28); the two that do
 (UDS patches activations, robustness attacks weights) are unavailable with
 the reason, and the gates still separate the bigram model trained on the
 forget data from the one that never saw it."""
@@ -19,7 +19,10 @@ import pytest
 from conftest import fresh_cache
 
 ROOT = Path(__file__).resolve().parents[2]
-WEIGHT_FREE = ("honesty", "conceptguard", "dusk", "tofu", "muse")
+WEIGHT_FREE = ("honesty", "conceptguard", "dusk", "tofu", "muse", "wmdp")
+# What the zoo's data has nothing for: no first-turn refusal to follow up, no MMLU neighbour subject.
+NOTHING_TO_MEASURE = {"followup_consistency", "mmlu_college_biology", "mmlu_virology",
+                      "mmlu_college_computer_science", "mmlu_computer_security"}
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +63,7 @@ def test_weight_free_suites_run_on_a_protocol_only_backend(bigram_env, tmp_path,
         for suite in WEIGHT_FREE:
             metrics = suites[suite]["metrics"]
             missing = {m: v["unavailable"] for m, v in metrics.items() if v.get("value") is None}
-            # The one metric with nothing to measure: no first-turn refusal ever happens.
-            assert set(missing) <= {"followup_consistency"}, (name, suite, missing)
+            assert set(missing) <= NOTHING_TO_MEASURE, (name, suite, missing)
             assert all(c["outcome"] != "error" for c in suites[suite]["checks"].values())
         # Generation and teacher-forced scoring both ran: DUSK verbatim and QA, TOFU ROUGE and probability.
         assert suites["dusk"]["metrics"]["verbatim_rougeL_f1"]["value"] > 0
@@ -74,9 +76,12 @@ def test_weight_free_suites_run_on_a_protocol_only_backend(bigram_env, tmp_path,
             assert check["outcome"] == "skip" and "does not hold in this process" in check["reason"]
     # The gate separates the model that saw the forget data from the one that never did.
     for suite, check in (("tofu", "forget_quality_like_retain"), ("dusk", "privacy_leakage_near_zero"),
-                         ("muse", "privleak_near_zero")):
+                         ("muse", "privleak_near_zero"), ("wmdp", "bio_forgotten")):
         outcomes = {n: report["checkpoints"][n]["suites"][suite]["checks"][check]["outcome"] for n in ("full", "retain")}
         assert outcomes == {"full": "fail", "retain": "pass"}, (suite, check, outcomes)
+    # Where the full bigram model is at chance (WMDP-cyber: 0.25) there is nothing to forget: inconclusive.
+    cyber = report["checkpoints"]["retain"]["suites"]["wmdp"]["checks"]["cyber_forgotten"]
+    assert cyber["outcome"] == "inconclusive" and "it holds nothing to forget" in cyber["reason"]
 
 
 def test_smoke_runs_on_it_too(bigram_env, tmp_path):
