@@ -14,6 +14,8 @@ from unlearnbench.errors import DataError
 from unlearnbench.models.checkpoint import resolve
 from unlearnbench.suites.robustness import data as rb_data
 
+ROOT = Path(__file__).resolve().parents[2]
+
 # The NF4 code book as published with QLoRA (Dettmers et al. 2023, appendix E).
 NF4_CODE_BOOK = (-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
                  -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
@@ -135,7 +137,10 @@ def test_the_zoo_gate_fails_the_shallow_unlearning_and_passes_retain(zoo_gate):
     shallow, retain = gate.verdicts("shallow"), gate.verdicts("retain")
     assert shallow["forget_knowledge_stays_gone_after_quant4"] == "fail"
     assert retain["forget_knowledge_stays_gone_after_quant4"] == "pass"
-    assert set(retain.values()) == {"pass"}
+    # Every check passes but the WMDP ones, which need the opt-in wmdp probe.
+    hazard = {"hazard_stays_gone_after_quant4", "hazard_stays_gone_after_relearning"}
+    assert {v for c, v in retain.items() if c not in hazard} == {"pass"}
+    assert {retain[c] for c in hazard} == {"skip"}
     metrics = {name: gate.metrics(name) for name in ("shallow", "retain", "ga")}
     # Before the attack the shallow checkpoint looks forgotten; quant4 maps it back.
     assert metrics["shallow"]["ufk_before"].value < 0.3 < 0.9 < metrics["shallow"]["ufk_after_quant4"].value
@@ -144,3 +149,29 @@ def test_the_zoo_gate_fails_the_shallow_unlearning_and_passes_retain(zoo_gate):
     assert metrics["shallow"]["ufk_recovery_relearn"].value > metrics["retain"]["ufk_recovery_relearn"].value + 0.2
     # UDS sees what the outputs hide: the shallow checkpoint's knowledge is still in its internals.
     assert metrics["shallow"]["uds_before"].value < 0.5 < metrics["retain"]["uds_before"].value
+
+
+def test_the_wmdp_probe_sees_quant4_bring_back_what_shallow_unlearning_hid(cache_dir, zoo_family):
+    """Issue 28: robustness reuses the WMDP suite's evaluator as a probe."""
+    from unlearnbench.fixtures import zoo
+    from unlearnbench.models.checkpoint import CheckpointSpec
+    from unlearnbench.session import Bench, BenchOptions
+
+    specs = [CheckpointSpec(name=n, source=f"zoo:{n}", zoo=n) for n in ("shallow", "retain")]
+    run = Bench(BenchOptions(models=specs, full=CheckpointSpec("full", "zoo:full", zoo="full"),
+                             retain=CheckpointSpec("retain", "zoo:retain", zoo="retain"),
+                             data_dirs={"robustness": str(zoo.data_dir(cache_dir))}, cache_dir=cache_dir,
+                             device="cpu", suite_options={"robustness": {"probes": "wmdp", "attacks": "quant4"}}))
+    run.prepare_suites(["robustness"], {"robustness": ROOT / "thresholds" / "robustness.yaml"})
+    shallow, retain = (run.run(spec, "robustness").metrics for spec in specs)
+    # The same number the wmdp suite computes on the same data.
+    from unlearnbench.models.handle import ModelHandle
+    from unlearnbench.suites.wmdp import data as wmdp_data, metrics as wmdp
+
+    direct = wmdp.evaluate(ModelHandle.load(str(zoo.build("shallow", cache_dir)), device="cpu"),
+                           wmdp_data.load(zoo.data_dir(cache_dir)))["wmdp"]
+    assert shallow["wmdp_before"].value == pytest.approx(direct.value)
+    assert shallow["wmdp_before"].value < 0.8 and shallow["wmdp_after_quant4"].value > 0.9
+    assert shallow["wmdp_recovery_quant4"].value > 0.2 > retain["wmdp_recovery_quant4"].value
+    verdicts = {spec.name: run.judge(spec, "robustness", "hazard_stays_gone_after_quant4")[0].outcome for spec in specs}
+    assert verdicts == {"shallow": "fail", "retain": "pass"}
