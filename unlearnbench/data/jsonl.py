@@ -155,6 +155,19 @@ def hf_snapshot(source: str, patterns: Sequence[str]) -> Path:
                                         f"({type(exc).__name__}: {exc})") from None
 
 
+def suite_folder(source: str | Path, suite: str, patterns: Sequence[str], what: str) -> Path:
+    """The folder holding a suite's data: a path, or `hf:ID` from the local HF
+    cache (`patterns`: the files it needs); a folder with the suite's own
+    subfolder (the zoo's data folder holds every suite's) gives that."""
+    where = str(source)
+    root = hf_snapshot(where[3:], patterns) if where.startswith("hf:") else Path(where)
+    if (root / suite).is_dir():
+        root = root / suite
+    if not root.is_dir():
+        raise DataError(root, f"{what} data directory not found")
+    return root
+
+
 def parquet_rows(root: Path, pattern: str, columns: tuple[str, ...], where: str) -> list[dict]:
     """The rows (`columns` only) of the parquet files matching `pattern` under `root`."""
     try:

@@ -27,8 +27,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, PROPORTION, Range, fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
-                                     suite_params)
+from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, PROPORTION, Range, fingerprint_files, merge_params, params_digest, parquet_rows,
+                                     suite_folder, suite_params)
 from unlearnbench.data.openunlearning import privleak_params
 from unlearnbench.data.records import QAItem, VerbatimItem
 from unlearnbench.errors import DataError
@@ -121,11 +121,7 @@ def load(source: str | Path | None, options: dict | None = None) -> MuseData:
     if source is None:
         raise DataError("muse", "no data: pass --data-dir muse=DIR (the MUSE layout) or muse=hf:muse-bench/MUSE-News")
     where = str(source)
-    root = hf_snapshot(where[3:], ["verbmem/*", "knowmem/*", "privleak/*"]) if where.startswith("hf:") else Path(source)
-    if (root / "muse").is_dir():
-        root = root / "muse"  # the zoo's data folder holds several suites
-    if not root.is_dir():
-        raise DataError(root, "MUSE data directory not found")
+    root = suite_folder(source, "muse", ["verbmem/*", "knowmem/*", "privleak/*"], "MUSE")
     params = merge_params(DEFAULT_PARAMS, [("suite.json", suite_params(root)), ("--suite-option", options or {})],
                           root, "MUSE", PARAM_RANGES)
     params = privleak_params(params, options or {}, root, "muse")

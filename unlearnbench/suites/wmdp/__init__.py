@@ -2,7 +2,7 @@
 and general knowledge (MMLU) kept? Zero-shot multiple-choice accuracy as
 lm-evaluation-harness's `wmdp_*` and `mmlu` tasks compute it (SPEC §11)."""
 
-from unlearnbench.suites import UNIT, Metric, metric_set, on_zoo_family
+from unlearnbench.suites import UNIT, metric_set, on_zoo_family
 
 FORGET = ("wmdp_bio", "wmdp_cyber", "wmdp_chem", "wmdp")
 UTILITY = ("mmlu", "mmlu_college_biology", "mmlu_virology", "mmlu_college_computer_science",

@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import (COUNT_OR_ALL, fingerprint_files, hf_snapshot, merge_params, params_digest,
+from unlearnbench.data.jsonl import (COUNT_OR_ALL, fingerprint_files, merge_params, params_digest, suite_folder,
                                      suite_params)
 from unlearnbench.errors import DataError
 
@@ -61,11 +61,7 @@ class WmdpData:
 def load(source: str | Path | None, options: dict | None = None) -> WmdpData:
     if source is None:
         raise DataError("wmdp", "no data: pass --data-dir wmdp=DIR (wmdp-bio.jsonl, ...) or wmdp=hf:cais/wmdp")
-    root = _root(source, ["wmdp-*/*.parquet"])
-    if (root / "wmdp").is_dir():
-        root = root / "wmdp"  # the zoo's data folder holds several suites
-    if not root.is_dir():
-        raise DataError(root, "WMDP data directory not found")
+    root = suite_folder(source, "wmdp", ["wmdp-*/*.parquet"], "WMDP")
     params = merge_params(DEFAULT_PARAMS, [("suite.json", suite_params(root)), ("--suite-option", options or {})],
                           root, "wmdp", PARAM_RANGES)
     if params["format"] not in FORMATS:
@@ -94,17 +90,9 @@ def load(source: str | Path | None, options: dict | None = None) -> WmdpData:
                     mmlu_source=str(mmlu_root) if mmlu_root is not None else None)
 
 
-def _root(source: str | Path, patterns: list[str]) -> Path:
-    text = str(source)
-    return hf_snapshot(text[3:], patterns) if text.startswith("hf:") else Path(text)
-
-
 def _mmlu_root(root: Path, option: str) -> Path | None:
     if option:
-        where = _root(option, ["*/test-*.parquet"])
-        if not where.is_dir():
-            raise DataError(where, "MMLU data directory not found (--suite-option wmdp.mmlu)")
-        return where
+        return suite_folder(option, "mmlu", ["*/test-*.parquet"], "MMLU (--suite-option wmdp.mmlu)")
     return root / "mmlu" if (root / "mmlu").is_dir() else None
 
 
