@@ -245,3 +245,26 @@ def test_the_zoo_gate_passes_retain_and_fails_full_on_forgetting_and_ga_on_utili
     assert retain["neighbours_virology_kept"] == "skip"
     metrics = gate.metrics("full")
     assert metrics["wmdp"].value > 0.9 and gate.metrics("retain")["wmdp"].value < 0.3
+
+
+def test_hf_cais_wmdp_resolves_through_the_local_hf_cache_offline(tmp_path, monkeypatch):
+    """`wmdp=hf:cais/wmdp` reads the Hub's parquet layout from the local HF cache, with the hub unreachable."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    from huggingface_hub import constants
+
+    repo = tmp_path / "datasets--cais--wmdp"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    for subset, rows in (("wmdp-bio", QUESTIONS[:5]), ("wmdp-chem", QUESTIONS[5:7])):
+        (snapshot / subset).mkdir(parents=True)
+        pq.write_table(pa.table({"answer": [a for _, _, a in rows], "question": [q for q, _, _ in rows],
+                                 "choices": [c for _, c, _ in rows]}), snapshot / subset / "test-00000-of-00001.parquet")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    data = wmdp_data.load("hf:cais/wmdp")
+    assert data.source == "hf:cais/wmdp" and {s: len(v) for s, v in data.wmdp.items()} == {"wmdp-bio": 5, "wmdp-chem": 2}
+    assert data.wmdp["wmdp-chem"][1].answer == QUESTIONS[6][2]
+    with pytest.raises(DataError, match=r"hf:cais/mmlu: not a local folder and not resolvable"):
+        wmdp_data.load("hf:cais/wmdp", {"mmlu": "hf:cais/mmlu"})  # not in the cache, and no download
