@@ -120,3 +120,15 @@ def test_anchor_found_by_the_reference_fingerprint_in_an_older_report():
     report["references"]["retain"] = {"name": "retain", "fingerprint": "abc"}
     assert checkpoint_verdicts(report)["gold"]["role"] == "retain"
     assert [r["checkpoint"] for r in ranking(report)["rows"]] == ["x"]
+
+
+def test_the_console_names_an_inconclusive_check_once_per_line():
+    """The console's explanation line for an inconclusive check read 'inconclusive: inconclusive: ...'."""
+    from unlearnbench.report.text import check_lines
+
+    report = report_of({"cand": {"dusk.forgotten": 0.2}})
+    verdict = report["checkpoints"]["cand"]["suites"]["dusk"]["checks"]["forgotten"]
+    verdict.update(outcome="inconclusive", reason="inconclusive: m = 0.2 against <= 0.3: the full model scores 0.1")
+    report["assessment"] = assess(report)
+    [why] = [line for line in check_lines(report) if "dusk.forgotten inconclusive" in line]
+    assert why.strip() == "dusk.forgotten inconclusive: m = 0.2 against <= 0.3: the full model scores 0.1"
