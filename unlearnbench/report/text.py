@@ -76,7 +76,9 @@ def check_lines(report: dict, *, everything: bool = False, checkpoints=None, sui
                 rows.append((v["outcome"].upper(), f"{suite}.{check}", value_text(v, _n(cp, suite, v)),
                              bound_text(v), flag))
                 if v["outcome"] in ("inconclusive", "error"):
-                    why.append(f"      {suite}.{check} {v['outcome']}: {v.get('reason', '')}")
+                    reason = v.get("reason", "")
+                    said = f"{v['outcome']}: "  # an inconclusive verdict's reason already starts so
+                    why.append(f"      {suite}.{check} {said}{reason[len(said):] if reason.startswith(said) else reason}")
         role = f" [{verdict['role']} model: reference, not ranked]" if verdict["role"] else ""
         lines.append(f"{name}{role}: {verdict['summary']}")
         if shown:
