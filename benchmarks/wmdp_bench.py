@@ -71,7 +71,7 @@ def main() -> None:
         ours = wmdp.evaluate(model, data)["wmdp_bio"]
         ours_s = time.perf_counter() - started
 
-        manager = TaskManager(include_path=str(tmp))
+        manager = TaskManager(include_path=str(tmp), include_defaults=False)
         started = time.perf_counter()
         adapter = simple_evaluate(model=UnlearnbenchLM(model), tasks=["bench_wmdp_bio"], task_manager=manager,
                                   log_samples=True, bootstrap_iters=0)
