@@ -229,3 +229,13 @@ def test_a_disabled_check_is_reported_not_gated_until_an_override_enables_it(tmp
 def test_bad_or_bound_enabled_and_full_at_least_are_refused(tmp_path, edit, message):
     with pytest.raises(ThresholdsError, match=re.escape(message)):
         load_suite_thresholds(write(tmp_path, OR_BOUND.replace(*edit)), "demo", METRICS)
+
+
+def test_a_skipped_relative_check_keeps_the_form_of_its_bound(tmp_path):
+    """The report's matrix labels a check by its verdict: a skipped relative check without its margin read
+    '>= full - 0'."""
+    from unlearnbench.metrics.core import Unavailable
+
+    check = load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)["leak_like_retain"]
+    verdict = check.judge({"leak": Unavailable("leak", "no such subset")}, {"leak": result("leak", 0.1)})
+    assert verdict.outcome == "skip" and verdict.relative_to == "retain" and verdict.margin == 0.05
