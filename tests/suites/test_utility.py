@@ -50,6 +50,18 @@ doc_to_choice: "{{{{choices}}}}"
 doc_to_target: answer
 metric_list: [{{metric: acc}}, {{metric: acc_norm}}]
 """,
+    # a context that ends in a space (lm-eval moves it into the continuation) and no target delimiter
+    "local_mc_space": """task: local_mc_space
+dataset_path: json
+dataset_kwargs: {{data_files: {{test: {file}}}}}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "Question: {{{{question}}}}\\nAnswer: "
+target_delimiter: ""
+doc_to_choice: "{{{{choices}}}}"
+doc_to_target: answer
+metric_list: [{{metric: acc}}]
+""",
     # loglikelihood_rolling (perplexity)
     "local_roll": """task: local_roll
 dataset_path: json
@@ -123,6 +135,9 @@ def assert_same_results(ours: dict, theirs: dict, tasks, *, greedy: bool = True)
 
 @pytest.mark.real_model
 def test_the_adapter_gives_lm_evals_hf_backend_results_on_smollm2(smollm2, task_dir, lm_eval_hf):
+    # local_mc_space asks with a context that ends in a space: the whitespace rule is exercised.
+    context, continuation = lm_eval_hf["samples"]["local_mc_space"][0]["arguments"][0]
+    assert context.endswith("Answer: ") and not continuation.startswith(" ")
     assert_same_results(evaluate(UnlearnbenchLM(smollm2), task_dir), lm_eval_hf, TASKS)
 
 
@@ -138,8 +153,8 @@ def test_the_adapter_over_the_endpoint_backend_gives_the_same(smollm2_dir, task_
         remote = backend_for(source).load_model(source, name="smollm2", settings=LoadSettings(
             device="cpu", tokenizers={"smollm2": str(smollm2_dir)}))
         # An endpoint reports the log-probs of the tokens it is sent, not the argmax: is_greedy is False.
-        assert_same_results(evaluate(UnlearnbenchLM(remote), task_dir, ("local_mc", "local_gen")), lm_eval_hf,
-                            ("local_mc", "local_gen"), greedy=False)
+        tasks = ("local_mc", "local_mc_space", "local_gen")
+        assert_same_results(evaluate(UnlearnbenchLM(remote), task_dir, tasks), lm_eval_hf, tasks, greedy=False)
     finally:
         server.close()
 
