@@ -273,3 +273,14 @@ def pytest_unlearnbench_report(report, files):
     html = Path(seen["html"]).read_text()
     value = report["checkpoints"]["lm"]["suites"]["smoke"]["metrics"]["qa_rougeL_recall"]["value"]
     assert f'<figure data-plot="from-conftest">lm={value}</figure>' in html
+
+
+def test_a_suite_without_zoo_checkpoints_says_it_needs_model(cache_dir, tmp_path):
+    """`pytest suites/utility` with no --model (the zoo has no lm-eval task) used to end 'no tests ran' (exit 5)
+    with no word of why."""
+    result = subprocess.run([sys.executable, "-m", "pytest", "suites/utility", "-rs", "-p", "no:cacheprovider",
+                             "--cache-dir", str(cache_dir), "--report-dir", str(tmp_path / "reports")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert "1 skipped" in result.stdout
+    assert "utility has no default checkpoints (the fixture zoo has none for it): give --model" in result.stdout
