@@ -40,6 +40,26 @@ class CheckItem(pytest.Item):
         return self.path, None, f"{self.originalname}[{self.checkpoint.name}]: {self.suite} {what}"
 
 
+class NeedsCheckpoints(pytest.Item):
+    """Stands for a suite's checks where there is no checkpoint to run them on:
+    a suite with no fixture-zoo defaults (utility) and no --model. It skips
+    with that reason, so the run says why it evaluated nothing."""
+
+    def __init__(self, *, suite: str, **kwargs):
+        super().__init__(**kwargs)
+        self.suite = suite
+        self.originalname = "test_needs_checkpoints"
+        # A skip mark, so the summary points at the suite's module rather than this file.
+        self.add_marker(pytest.mark.skip(
+            reason=f"{suite} has no default checkpoints (the fixture zoo has none for it): give --model"))
+
+    def runtest(self) -> None:  # never reached: the skip mark skips it
+        pytest.skip("no checkpoint")
+
+    def reportinfo(self):
+        return self.path, 0, f"{self.suite}: no checkpoint to evaluate"
+
+
 def suite_of(mark) -> str | None:
     """The suite a module's `pytestmark` declares (None: not an unlearnbench suite module)."""
     for one in mark if isinstance(mark, list) else [mark]:
@@ -50,9 +70,12 @@ def suite_of(mark) -> str | None:
     return None
 
 
-def check_items(module: pytest.Module, suite: str, checkpoints: list) -> list[CheckItem]:
+def check_items(module: pytest.Module, suite: str, checkpoints: list) -> list[pytest.Item]:
     """The module's YAML checks (and regression check) on each checkpoint, in
-    YAML order, each checkpoint in run order."""
+    YAML order, each checkpoint in run order; without a checkpoint, one item
+    that says so."""
+    if not checkpoints:
+        return [NeedsCheckpoints.from_parent(module, name="test_needs_checkpoints", suite=suite)]
     names = [c for c in yaml_check_names(thresholds_file(module.path, suite)) if not hasattr(module.obj, f"test_{c}")]
     if not hasattr(module.obj, "test_no_regression"):
         names.append(None)
