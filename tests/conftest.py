@@ -39,6 +39,31 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
+# Modules whose tests must share one xdist worker: an expensive module fixture
+# (the browser test's whole zoo run, lm-eval's HF run in the utility tests) is otherwise built once per worker, and a
+# worker waiting on the other's machine-wide Ray lock does nothing meanwhile.
+# (xdist's own xdist_group marks do not take effect with pytest 9.2:
+# unlearnbench/scheduling.py.)
+ONE_WORKER_MODULES = ("tests/e2e/test_html_browser.py", "tests/e2e/test_ray_sweep.py", "tests/suites/test_utility.py")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`pytest tests -n 2`: unlearnbench's scheduler (a checkpoint's tests on one
+    worker), with each of the ONE_WORKER_MODULES one unit of work too."""
+    from unlearnbench.scheduling import CheckpointScheduling
+
+    class ModuleUnits(CheckpointScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER_MODULES else super()._split_scope(nodeid)
+
+    scheduler = yield
+    if isinstance(scheduler, CheckpointScheduling):
+        return ModuleUnits(config, log, scheduler.checkpoint_names)
+    return scheduler
+
+
 def require(available: bool, what: str, how: str) -> None:
     """Skip a test whose input is absent from this clone, naming what is
     missing and how to get it; under CI=true a missing piece is a failure, so

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # Chromium, and the whole zoo run it renders
+# Chromium, and the whole zoo run it renders (one worker builds it: tests/conftest.py ONE_WORKER_MODULES).
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PLOTS = ("dusk-knowledge", "tradeoff", "uds-profile", "honesty-replies", "honesty-mcq", "conceptguard-separation",

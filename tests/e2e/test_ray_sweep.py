@@ -18,7 +18,8 @@ import pytest
 
 from tests.conftest import comparable_report, require
 
-pytestmark = pytest.mark.slow  # a local Ray cluster
+# A local Ray cluster, one at a time on the machine (its tests share a worker: tests/conftest.py).
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 # A cluster on loopback started by the test: no usage reports, no token auth
