@@ -20,6 +20,7 @@ itself).
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import softmax
 
 from unlearnbench.metrics.continuations import continuation_loglikelihoods
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
@@ -60,8 +61,7 @@ def choice_loglikelihoods(model, items: list[ChoiceItem], form: str) -> np.ndarr
 
 def accuracy(name: str, items: list[ChoiceItem], lls: np.ndarray, *, form: str, forget: bool) -> MetricResult:
     picks = lls.argmax(axis=1)  # np.argmax: the first of tied choices, as lm-eval
-    shifted = lls - lls.max(axis=1, keepdims=True)
-    probs = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    probs = softmax(lls, axis=1)
     return mean_result(
         name,
         {item.id: float(pick == item.answer) for item, pick in zip(items, picks)},
