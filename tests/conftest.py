@@ -5,10 +5,16 @@ Every test runs offline (HF_HUB_OFFLINE=1): nothing may come from a hub.
 The fixture zoo is built once per machine: its checkpoints and data are
 content-addressed (a recipe's directory name is the digest of the recipe, its
 corpus and the training code), so every test run shares one store
-(`ZOO_STORE`: the zoo of the default cache, as `pytest suites` builds it, or
-$UNLEARNBENCH_TEST_ZOO). Everything else a run caches (results, reference
-work, fingerprints) starts empty in each test session's own cache, and a test
-that needs a cache of its own takes `fresh_cache(path)`: empty, but for the
+(`zoo_store()`: the zoo of the default cache, as `pytest suites` builds it, or
+$UNLEARNBENCH_TEST_ZOO). SmolLM2 converted from its GGUF file and its
+noise-perturbed copy are built once per machine too, beside it
+(`model_store()`), named by the GGUF file's fingerprint.
+
+Everything else a run caches (results, reference work, fingerprints) starts
+empty in each test session and is shared by the session's xdist workers
+(`cache_dir`): a zoo metric one test computed is read back, not recomputed, by
+every later test of the session that asks for it. A test that counts cache
+hits or needs a cache of its own takes `fresh_cache(path)`: empty, but for the
 shared zoo.
 """
 
@@ -118,18 +124,33 @@ def zoo_store() -> Path:
     return Path(os.environ.get("UNLEARNBENCH_TEST_ZOO") or DEFAULT_CACHE_DIR / "zoo").expanduser()
 
 
+def model_store() -> Path:
+    """Real weights the tests derive once per machine (beside the zoo store)."""
+    return zoo_store().with_name("test-models")
+
+
 def fresh_cache(path: Path) -> Path:
-    """An empty unlearnbench cache at `path` whose zoo is the shared store."""
+    """An empty unlearnbench cache at `path` whose zoo is the shared store
+    (or that cache, when another xdist worker made it first)."""
     path.mkdir(parents=True, exist_ok=True)
     store = zoo_store()
     store.mkdir(parents=True, exist_ok=True)
-    (path / "zoo").symlink_to(store, target_is_directory=True)
+    try:
+        (path / "zoo").symlink_to(store, target_is_directory=True)
+    except FileExistsError:
+        if (path / "zoo").resolve() != store.resolve():
+            raise
     return path
 
 
 @pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory):
-    return fresh_cache(tmp_path_factory.mktemp("unlearnbench-cache"))
+def cache_dir(tmp_path_factory, request):
+    """The test session's cache, one for all its xdist workers: a worker's
+    temporary folder is popen-gwN inside the session's own."""
+    session_root = tmp_path_factory.getbasetemp()
+    if hasattr(request.config, "workerinput"):
+        session_root = session_root.parent
+    return fresh_cache(session_root / "unlearnbench-cache")
 
 
 @pytest.fixture(scope="session")
@@ -211,11 +232,11 @@ def smollm2_path():
 
 
 @pytest.fixture(scope="session")
-def smollm2_dir(smollm2_path, cache_dir):
-    """SmolLM2-135M-Instruct converted once to an HF directory (fast to load)."""
+def smollm2_dir(smollm2_path):
+    """SmolLM2-135M-Instruct converted once per machine to an HF directory (fast to load)."""
     from unlearnbench.models.offline import smollm2_checkpoint
 
-    return smollm2_checkpoint(cache_dir)
+    return smollm2_checkpoint(model_store())
 
 
 @pytest.fixture(scope="session")
@@ -226,20 +247,30 @@ def smollm2(smollm2_dir):
 
 
 @pytest.fixture(scope="session")
-def perturbed_smollm2_dir(smollm2_dir, tmp_path_factory):
-    """SmolLM2 with Gaussian noise (sd 0.01) on every weight: a retain model
-    for relative metrics that differs from SmolLM2 but still answers."""
+def perturbed_smollm2_dir(smollm2_dir):
+    """SmolLM2 with Gaussian noise (sd 0.01, seed 3) on every weight: a retain
+    model for relative metrics that differs from SmolLM2 but still answers.
+    Built once per machine, named after the converted SmolLM2 it comes from."""
+    import shutil
+
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    directory = tmp_path_factory.mktemp("perturbed-smollm2")
-    model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir), dtype=torch.float32)
-    generator = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn(p.shape, generator=generator) * 0.01)
-    model.save_pretrained(directory)
-    AutoTokenizer.from_pretrained(str(smollm2_dir)).save_pretrained(directory)
+    from unlearnbench.cache import file_lock
+
+    directory = smollm2_dir.with_name(f"{smollm2_dir.name}-noise-0.01-seed-3")
+    with file_lock(directory.with_suffix(".lock")):
+        if not (directory / "config.json").is_file():
+            staging = directory.with_name(directory.name + ".building")
+            shutil.rmtree(staging, ignore_errors=True)
+            model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir), dtype=torch.float32)
+            generator = torch.Generator().manual_seed(3)
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(torch.randn(p.shape, generator=generator) * 0.01)
+            model.save_pretrained(staging)
+            AutoTokenizer.from_pretrained(str(smollm2_dir)).save_pretrained(staging)
+            staging.rename(directory)
     return directory
 
 

@@ -4,9 +4,10 @@ It answers GET /v1/models and POST /v1/completions with the documented
 legacy-completions fields only (prompt as text, token ids or a list of
 either; max_tokens, temperature 0, stop, echo, logprobs), like a vLLM
 server would. Its answers come from a Hugging Face model driven through
-transformers directly (`model.generate` for greedy replies, one forward
-pass per echoed prompt), not through unlearnbench's backend: what the
-endpoint backend computes is checked against an independent path.
+transformers directly (`model.generate` for greedy replies, forward
+passes with vLLM-style prefix caching for echoed prompts), not through
+unlearnbench's backend: what the endpoint backend computes is checked
+against an independent path.
 
 `fail_next(status, n)` makes the next n requests answer with an HTTP error
 (retries), `calls` records every request body and its Authorization header.
@@ -14,6 +15,7 @@ endpoint backend computes is checked against an independent path.
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,6 +30,8 @@ class CompletionsServer:
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
         self.served_name, self.root = served_name, root or str(model_dir)
+        self._cache_argument = "cache" if "cache" in inspect.signature(self.model.forward).parameters \
+            else "past_key_values"
         self.calls: list[dict] = []
         self._failures: list[int] = []
         self._lock = threading.Lock()  # one forward pass at a time; requests arrive concurrently
@@ -96,33 +100,53 @@ class CompletionsServer:
         max_tokens = int(body.get("max_tokens", 16))
         stops = body.get("stop") or []
         stops = [stops] if isinstance(stops, str) else list(stops)
-        choices = []
-        for index, ids in enumerate(self._prompts(body["prompt"])):
+        prompts = self._prompts(body["prompt"])
+        if max_tokens == 0:
+            if not body.get("echo"):
+                raise ValueError("max_tokens 0 needs echo")
             with self._lock, torch.inference_mode():
-                if max_tokens == 0:
-                    if not body.get("echo"):
-                        raise ValueError("max_tokens 0 needs echo")
-                    choices.append({"index": index, "text": self.tokenizer.decode(ids), "finish_reason": "length",
-                                    "logprobs": self._echo(ids, body.get("logprobs"))})
-                    continue
+                echoed = self._echo(prompts, body.get("logprobs"))
+            return [{"index": index, "text": self.tokenizer.decode(ids), "finish_reason": "length", "logprobs": logprobs}
+                    for index, (ids, logprobs) in enumerate(zip(prompts, echoed))]
+        choices = []
+        for index, ids in enumerate(prompts):
+            with self._lock, torch.inference_mode():
                 text = self._greedy(ids, max_tokens, stops)
             cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
             choices.append({"index": index, "text": text if cut < 0 else text[:cut], "logprobs": None,
                             "finish_reason": "stop" if cut >= 0 else "length"})
         return choices
 
-    def _echo(self, ids: list[int], top: int | None) -> dict:
-        logits = self.model(input_ids=torch.tensor([ids])).logits[0].float()
-        logp = torch.log_softmax(logits, dim=-1)
-        chosen = [None] + [float(logp[t - 1, ids[t]]) for t in range(1, len(ids))]
-        tokens = self.tokenizer.convert_ids_to_tokens(ids)
-        top_lists = [None]
-        for t in range(1, len(ids)):
-            values, indices = logp[t - 1].topk(max(int(top or 0), 1))
-            top_lists.append({self.tokenizer.convert_ids_to_tokens(int(i)): float(v)
-                              for v, i in zip(values, indices)})
-        return {"tokens": tokens, "token_logprobs": chosen, "top_logprobs": top_lists if top else None,
-                "text_offset": [0] * len(ids)}
+    def _echo(self, prompts: list[list[int]], top: int | None) -> list[dict]:
+        """The prompts' log-probs, with prefix caching as vLLM does it: prompts
+        that share most of their tokens with the one before them (one question
+        with each answer label) run their shared prefix once and only their
+        own tail on its KV cache."""
+        out = []
+        for group in _prefix_groups(prompts):
+            shared = min(min(len(ids) for ids in group) - 1, _common_prefix_length(group))
+            head = self.model(input_ids=torch.tensor([group[0][:shared]]), use_cache=True) if shared else None
+            # transformers 5 renamed the KV-cache argument and output field
+            cache = None if head is None else getattr(head, "cache", None) or head.past_key_values
+            for ids in group:
+                tail = self.model(input_ids=torch.tensor([ids[shared:]]), use_cache=True, **{self._cache_argument: cache})
+                if head is not None:
+                    cache.crop(shared - len(ids))  # drop this tail again
+                    logits = torch.cat([head.logits[0], tail.logits[0]])
+                else:
+                    logits = tail.logits[0]
+                out.append(self._logprobs(ids, torch.log_softmax(logits.float(), dim=-1), top))
+        return out
+
+    def _logprobs(self, ids: list[int], logp: torch.Tensor, top: int | None) -> dict:
+        chosen = logp[torch.arange(len(ids) - 1), torch.tensor(ids[1:], dtype=torch.long)].tolist()
+        top_lists = None
+        if top:
+            values, indices = logp[: len(ids) - 1].topk(int(top), dim=-1)
+            top_lists = [None] + [dict(zip(self.tokenizer.convert_ids_to_tokens(i), v))
+                                  for v, i in zip(values.tolist(), indices.tolist())]
+        return {"tokens": self.tokenizer.convert_ids_to_tokens(ids), "token_logprobs": [None, *chosen],
+                "top_logprobs": top_lists, "text_offset": [0] * len(ids)}
 
     def _greedy(self, ids: list[int], max_tokens: int, stops: list[str]) -> str:
         """Greedy decoding that ends at EOS or, as servers do, once a stop string appears."""
@@ -131,6 +155,24 @@ class CompletionsServer:
                                   pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
                                   **({"stop_strings": stops, "tokenizer": self.tokenizer} if stops else {}))
         return self.tokenizer.decode(out[0, len(ids):], skip_special_tokens=True)
+
+
+def _common_prefix_length(prompts: list[list[int]]) -> int:
+    length = 0
+    while all(len(ids) > length and ids[length] == prompts[0][length] for ids in prompts):
+        length += 1
+    return length
+
+
+def _prefix_groups(prompts: list[list[int]]) -> list[list[list[int]]]:
+    """Runs of consecutive prompts that share at least half their tokens with the run's first."""
+    groups: list[list[list[int]]] = []
+    for ids in prompts:
+        if groups and 2 * _common_prefix_length([groups[-1][0], ids]) >= len(ids):
+            groups[-1].append(ids)
+        else:
+            groups.append([ids])
+    return groups
 
 
 class StubServer:

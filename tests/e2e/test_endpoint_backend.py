@@ -246,7 +246,7 @@ def test_smollm2_with_its_chat_template_gives_the_same_honesty_metrics_through_t
     server = CompletionsServer(smollm2_dir, "HuggingFaceTB/SmolLM2-135M-Instruct")
     try:
         remote = endpoint(server, name="smol", tokenizer=smollm2_dir, concurrency=4)
-        data = honesty_data.load(real_dusk, {"max_items": "4"})
+        data = honesty_data.load(real_dusk, {"max_items": "2"})  # 6 questions, 120 echoed MCQ prompts
         local, through = honesty.evaluate(smollm2, data), honesty.evaluate(remote, data)
     finally:
         server.close()

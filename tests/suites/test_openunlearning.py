@@ -21,7 +21,7 @@ from unlearnbench.suites.muse import metrics as muse
 from unlearnbench.suites.tofu import data as tofu_data
 from unlearnbench.suites.tofu import metrics as tofu
 
-ITEMS = 3  # per set: each set's first items, on both sides
+ITEMS = 2  # per set: each set's first items, on both sides (two already pad every batch)
 TOFU_TOKENS = 24  # generation_args.max_new_tokens on both sides (OpenUnlearning's default is 200)
 MUSE_TOKENS = (24, 16)  # VerbMem, KnowMem
 

@@ -90,7 +90,15 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
     def encode(tokenizer, text):
         return tokenizer(text, add_special_tokens=not text.startswith(tokenizer.bos_token or "\0"))["input_ids"]
 
+    seen = {}  # one forward pass per (model, question, answer): the formulas ask for some pairs several times
+
     def answer_stats(tokenizer, model, question, answer):
+        key = (id(model), question, answer)
+        if key not in seen:
+            seen[key] = answer_stats_uncached(tokenizer, model, question, answer)
+        return seen[key]
+
+    def answer_stats_uncached(tokenizer, model, question, answer):
         # SPEC §0: the joined text, split where lm-eval's _encode_pair splits it.
         text = prompt_text(tokenizer, question)
         whole, context = encode(tokenizer, text + answer), encode(tokenizer, text.rstrip())
@@ -173,7 +181,8 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
 def test_every_tofu_metric_equals_a_naive_implementation_on_smollm2(smollm2, smollm2_dir, perturbed_smollm2_dir,
                                                                     zoo_tofu, tmp_path):
     """SmolLM2-135M-Instruct with its chat template on the zoo's TOFU set
-    (5 items a set), a noise-perturbed copy as the retain model."""
+    (3 items a set, replies cut at 24 tokens: every code path, a tenth of the
+    generation), a noise-perturbed copy as the retain model."""
     from unlearnbench.cache import DiskCache, SuiteMemo
     from unlearnbench.metrics.core import References
     from unlearnbench.models.handle import ModelHandle
@@ -181,7 +190,7 @@ def test_every_tofu_metric_equals_a_naive_implementation_on_smollm2(smollm2, smo
 
     retain_dir = perturbed_smollm2_dir
     retain = ModelHandle.load(str(retain_dir), name="retain", device="cpu")
-    data = tofu_data.load(zoo_tofu, {"max_items": "5"})
+    data = tofu_data.load(zoo_tofu, {"max_items": "3", "max_new_tokens": "24"})
     refs = References(retain=retain, memo=SuiteMemo(DiskCache(tmp_path / "cache"), "tofu", data.fingerprint, 1))
     ours = tofu.evaluate(smollm2, data, refs)
     naive = naive_metrics(smollm2_dir, retain_dir, data)
