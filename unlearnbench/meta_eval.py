@@ -96,8 +96,8 @@ def faithfulness(values: dict[str, float], labels: Labels) -> dict | None:
         out["ci_note"] = (f"no CI: {len(positives)} knows / {len(negatives)} never-saw checkpoint(s); a CI needs at "
                           f"least {MIN_PER_LABEL} per label")
         return out
-    draws = bootstrap_indices([len(positives), len(negatives)])
-    out["ci"] = list(percentile_ci([matrix[np.ix_(p, n)].mean() for p, n in zip(*draws)]))
+    rows, columns = bootstrap_indices([len(positives), len(negatives)])
+    out["ci"] = list(percentile_ci(matrix[rows[:, :, None], columns[:, None, :]].mean(axis=(1, 2))))
     return out
 
 

@@ -289,3 +289,26 @@ def test_a_bad_device_map_is_one_message(text, message, tmp_path, monkeypatch):
         parse_device_map(text)
     assert str(raised.value).startswith(message)
     assert parse_device_map("auto") == "auto"
+
+
+@pytest.mark.parametrize("threshold, collections", [(1, 1), (2**40, 0)], ids=["large", "tiny"])
+def test_release_frees_the_weights_and_collects_only_after_large_ones(random_llama_dir, monkeypatch, threshold,
+                                                                      collections):
+    """A tiny model's weights are freed by moving them to meta; the full
+    collection (slow in a big process) runs only for weights past the size."""
+    import gc
+    import weakref
+
+    import unlearnbench.models.handle as handle_module
+    from unlearnbench.models.handle import ModelHandle
+
+    handle = ModelHandle.load(str(random_llama_dir), device="cpu")
+    handle.generate(TEXTS, max_new_tokens=4)
+    weights = [weakref.ref(p) for p in handle.model.parameters()]
+    monkeypatch.setattr(handle_module, "COLLECT_AFTER_RELEASING_BYTES", threshold)
+    calls = []
+    monkeypatch.setattr(gc, "collect", lambda *a: calls.append(a) or 0)
+    handle.release()
+    assert len(calls) == collections
+    assert all(p.device.type == "meta" for p in handle.model.parameters())
+    assert all(weight() is None for weight in weights)  # gone by reference counting alone

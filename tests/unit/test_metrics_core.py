@@ -83,9 +83,10 @@ def test_missing_test_inputs_skip_with_how_to_get_them_but_fail_under_ci(ci, mon
 
 
 def test_one_resampler_draws_every_set_of_a_paired_bootstrap_in_the_same_draw():
-    """bootstrap_indices by hand: draw k takes one index sample per set, in
-    order, from the run-seeded generator, so a paired statistic (PL's holdout,
-    forget and retain chunks) resamples all its sets together."""
+    """bootstrap_indices by hand: draw k is row k of every set's array, so a
+    paired statistic (PL's holdout, forget and retain chunks) resamples all
+    its sets together; the sets are drawn one after the other from the
+    run-seeded generator, each row as one sample of its set's size."""
     from unlearnbench.metrics.core import bootstrap_indices, seeded
 
     with seeded(7):
@@ -93,5 +94,6 @@ def test_one_resampler_draws_every_set_of_a_paired_bootstrap_in_the_same_draw():
     rng = np.random.default_rng(7)
     for k in range(4):
         np.testing.assert_array_equal(holdout[k], rng.integers(0, 3, 3))
+    for k in range(4):
         np.testing.assert_array_equal(forget[k], rng.integers(0, 5, 5))
     assert holdout.shape == (4, 3) and forget.shape == (4, 5)

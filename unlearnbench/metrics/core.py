@@ -71,13 +71,12 @@ class MetricResult:
 
 def bootstrap_indices(sizes: Sequence[int], resamples: int = BOOTSTRAP_RESAMPLES) -> list[np.ndarray]:
     """The one resampler behind every CI: for each of `resamples` draws, one
-    index sample with replacement per sample set (sets of `sizes[k]` items,
-    drawn in that order from the run-seeded generator, so a paired statistic
-    resamples every set in the same draw). Returns one [resamples, sizes[k]]
-    array per set."""
+    index sample with replacement per sample set (sets of `sizes[k]` items),
+    so a paired statistic resamples every set in the same draw (row k of each
+    array). Returns one [resamples, sizes[k]] array per set, drawn set after
+    set from the run-seeded generator, one call per set."""
     rng = _resampling_rng()
-    draws = [[rng.integers(0, n, n) for n in sizes] for _ in range(resamples)]
-    return [np.stack([draw[k] for draw in draws]) for k in range(len(sizes))]
+    return [rng.integers(0, n, (resamples, n)) for n in sizes]
 
 
 def percentile_ci(values: Sequence[float]) -> tuple[float, float]:
