@@ -167,7 +167,10 @@ def test_a_served_name_the_server_does_not_serve_is_refused(ga_server, tmp_path)
                                          settings=LoadSettings(tokenizers={"m": str(tmp_path)}))
 
 
-def bench_metrics(model, zoo_family, cache_dir, data_dir, tokenizers=None) -> dict:
+def bench_metrics(model, zoo_family, cache_dir, data_dir, tokenizers=None, *, computed=False) -> dict:
+    """{(suite, metric): result} of every suite on `model`; with `computed`,
+    each suite's results must be computed in this call, not read from the
+    cache (the references' work may be)."""
     from unlearnbench.session import Bench, BenchOptions
 
     suites = ["smoke", "dusk", "honesty", "conceptguard", "uds", "tofu", "muse"]
@@ -177,21 +180,23 @@ def bench_metrics(model, zoo_family, cache_dir, data_dir, tokenizers=None) -> di
                                data_dirs={s: str(data_dir) for s in suites if s != "smoke"}))
     bench.validate_checkpoints()
     bench.prepare_suites(suites, {s: ROOT / "thresholds" / f"{s}.yaml" for s in suites})
-    return {(suite, name): metric for suite in suites for name, metric in bench.run(model, suite).metrics.items()}
+    runs = {suite: bench.run(model, suite) for suite in suites}
+    assert not computed or not any(run.cached for run in runs.values()), "results came from the cache"
+    return {(suite, name): metric for suite, run in runs.items() for name, metric in run.metrics.items()}
 
 
 @pytest.mark.slow  # every suite on the whole zoo family, twice
-def test_every_suite_gives_the_in_process_values_through_the_endpoint(npo_server, zoo_family, cache_dir, tmp_path,
-                                                                      capsys):
+def test_every_suite_gives_the_in_process_values_through_the_endpoint(npo_server, zoo_family, cache_dir, capsys):
     """The comparison table of issue 15: each metric on the zoo's npo
     checkpoint, in process and through the endpoint (full and retain in
-    process on both sides)."""
+    process on both sides). Both use the session's cache: the in-process
+    side and the references may come from it, the endpoint's results must not."""
     from unlearnbench.fixtures import zoo
 
     data = zoo.data_dir(cache_dir)
-    local = bench_metrics(CheckpointSpec("npo", str(zoo_family["npo"])), zoo_family, tmp_path / "local", data)
+    local = bench_metrics(CheckpointSpec("npo", str(zoo_family["npo"])), zoo_family, cache_dir, data)
     remote = bench_metrics(CheckpointSpec("npo", f"openai:{npo_server.url}#zoo-npo"), zoo_family,
-                           tmp_path / "remote", data, tokenizers={"npo": str(zoo_family["npo"])})
+                           cache_dir, data, tokenizers={"npo": str(zoo_family["npo"])}, computed=True)
     assert local.keys() == remote.keys()
     rows = []
     for key in sorted(local):

@@ -160,9 +160,9 @@ def test_gpt2_falls_back_to_the_exact_path(smoke_tokenizer):
 
 @pytest.mark.real_model
 def test_smollm2_fast_path_equals_naive_reference(smollm2, smollm2_dir, tofu_items):
-    data = uds_data.load(str(tofu_items), {"max_items": 3})
+    data = uds_data.load(str(tofu_items), {"max_items": 2})  # two items of different lengths: a padded batch
     items, sequences, spans, skipped = uds.encode_items(smollm2, data.items)
-    assert len(items) == 3 and smollm2.drives_blocks
+    assert len(items) == 2 and smollm2.drives_blocks and len(set(map(len, sequences))) == 2
     # Self-patching: the exact path reruns the same computation (exactly 0);
     # the fast path's KV-cached partial pass differs in float32 rounding only.
     base, exact = smollm2.span_scores(sequences, spans, patch_source=smollm2, exact=True)
@@ -202,7 +202,7 @@ def test_reference_convention_patches_hidden_states_like_the_public_code(zoo_han
 
 @pytest.mark.real_model
 def test_reference_convention_on_smollm2_equals_the_naive_reference(smollm2, tofu_items):
-    data = uds_data.load(str(tofu_items), {"max_items": 3})
+    data = uds_data.load(str(tofu_items), {"max_items": 2})
     items, sequences, spans, _ = reference_items(smollm2, data.items)
     ours = uds.layer_deltas(smollm2, smollm2, sequences, spans, convention="reference")
     np.testing.assert_allclose(ours, naive_deltas(smollm2, smollm2, sequences, spans, hidden_states=True),
