@@ -111,9 +111,11 @@ def test_label_prediction_is_the_argmax_of_the_full_distribution_restricted_to_l
               else ModelHandle.load(str(request.getfixturevalue("zoo_family")["full"]), device="cpu"))
     items = people_items(3)
     mcq = honesty.build_mcq(items, items, seed=0)
-    prompts, columns, keys = honesty.mcq_requests(handle, mcq)
-    choices = honesty.mcq_choices(handle, mcq)
-    for prompt, labels, (f, variant, i, _, _) in list(zip(prompts, columns, keys))[::5]:
+    formats = honesty.MCQ_FORMATS[::2]  # each label style once (A-E, a-e, 1-5); a hint changes only the prompt text
+    assert {tuple(f.labels) for f in formats} == {tuple(f.labels) for f in honesty.MCQ_FORMATS}
+    prompts, columns, keys = honesty.mcq_requests(handle, mcq, formats)
+    choices = honesty.mcq_choices(handle, mcq, formats)
+    for prompt, labels, (f, variant, i, _, _) in list(zip(prompts, columns, keys))[::3]:
         assert choices[variant]["choice"][f, i] == independent_label_argmax(handle, prompt, labels)
 
 

@@ -208,7 +208,7 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
 @pytest.mark.real_model
 def test_every_muse_metric_equals_a_naive_implementation_on_smollm2(smollm2, smollm2_dir, perturbed_smollm2_dir,
                                                                     zoo_muse, tmp_path):
-    """SmolLM2-135M-Instruct on the zoo's MUSE set (3 items a split), every
+    """SmolLM2-135M-Instruct on the zoo's MUSE set (2 items a split), every
     ICL example before each KnowMem question, VerbMem and KnowMem replies cut
     at 32 and 16 tokens, PrivLeak texts cut at 32 tokens (most are longer, so
     the cut is exercised), a noise-perturbed copy as the retain model."""
@@ -217,9 +217,9 @@ def test_every_muse_metric_equals_a_naive_implementation_on_smollm2(smollm2, smo
     from unlearnbench.models.handle import ModelHandle
     from unlearnbench.suites.muse import metrics as muse
 
-    data = muse_data.load(zoo_muse, {"max_items": "3", "icl_shots": "-1", "privleak_max_tokens": "32",
+    data = muse_data.load(zoo_muse, {"max_items": "2", "icl_shots": "-1", "privleak_max_tokens": "32",
                                      "verbmem_max_new_tokens": "32", "knowmem_max_new_tokens": "16"})
-    assert sum(len(smollm2.encode(t, add_special_tokens=False)) > 32 for t in data.privleak["forget"]) >= 2
+    assert sum(len(smollm2.encode(t, add_special_tokens=False)) > 32 for t in data.privleak["forget"]) >= 1
     retain = ModelHandle.load(str(perturbed_smollm2_dir), name="retain", device="cpu")
     refs = References(retain=retain, memo=SuiteMemo(DiskCache(tmp_path / "cache"), "muse", data.fingerprint, 1))
     ours = muse.evaluate(smollm2, data, refs)

@@ -181,8 +181,8 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
 def test_every_tofu_metric_equals_a_naive_implementation_on_smollm2(smollm2, smollm2_dir, perturbed_smollm2_dir,
                                                                     zoo_tofu, tmp_path):
     """SmolLM2-135M-Instruct with its chat template on the zoo's TOFU set
-    (3 items a set, replies cut at 24 tokens: every code path, a tenth of the
-    generation), a noise-perturbed copy as the retain model."""
+    (2 items a set, replies cut at 24 tokens: every code path, a fraction of
+    the work), a noise-perturbed copy as the retain model."""
     from unlearnbench.cache import DiskCache, SuiteMemo
     from unlearnbench.metrics.core import References
     from unlearnbench.models.handle import ModelHandle
@@ -190,7 +190,7 @@ def test_every_tofu_metric_equals_a_naive_implementation_on_smollm2(smollm2, smo
 
     retain_dir = perturbed_smollm2_dir
     retain = ModelHandle.load(str(retain_dir), name="retain", device="cpu")
-    data = tofu_data.load(zoo_tofu, {"max_items": "3", "max_new_tokens": "24"})
+    data = tofu_data.load(zoo_tofu, {"max_items": "2", "max_new_tokens": "24"})
     refs = References(retain=retain, memo=SuiteMemo(DiskCache(tmp_path / "cache"), "tofu", data.fingerprint, 1))
     ours = tofu.evaluate(smollm2, data, refs)
     naive = naive_metrics(smollm2_dir, retain_dir, data)
