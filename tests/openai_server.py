@@ -126,8 +126,8 @@ class CompletionsServer:
         for group in _prefix_groups(prompts):
             shared = min(min(len(ids) for ids in group) - 1, _common_prefix_length(group))
             head = self.model(input_ids=torch.tensor([group[0][:shared]]), use_cache=True) if shared else None
-            # transformers 5 renamed the KV-cache argument and output field
-            cache = None if head is None else getattr(head, "cache", None) or head.past_key_values
+            # transformers 5 renamed the KV-cache argument and its output field alike
+            cache = None if head is None else getattr(head, self._cache_argument)
             for ids in group:
                 tail = self.model(input_ids=torch.tensor([ids[shared:]]), use_cache=True, **{self._cache_argument: cache})
                 if head is not None:
