@@ -154,6 +154,27 @@ def cache_dir(tmp_path_factory, request):
 
 
 @pytest.fixture(scope="session")
+def warm_python():
+    """Runs the tests' `python -m pytest ...`, `python -m unlearnbench.cli ...`
+    and `python -c ...` commands in forked children of an interpreter that has
+    imported torch, transformers ... once (tests/warm_python.py); a cold
+    interpreter spends ~9 s of a core importing and unloading them per command."""
+    from warm_python import WarmPython
+
+    python = WarmPython()
+    yield python
+    python.close()
+
+
+@pytest.fixture
+def warm_pytester(pytester, warm_python):
+    """`pytester`, whose `runpytest_subprocess` runs in the warm interpreter."""
+    from warm_python import WarmPytester
+
+    return WarmPytester(pytester, warm_python)
+
+
+@pytest.fixture(scope="session")
 def smoke_lm_dir(cache_dir):
     from unlearnbench.fixtures import zoo
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -38,21 +37,21 @@ def bigram_env(tmp_path_factory) -> dict:
     return {**os.environ, "PYTHONPATH": path}
 
 
-def run(env: dict, tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+def run(python, env: dict, tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     reports = tmp / "reports"
-    result = subprocess.run([sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider", "--no-progress",
-                             "--cache-dir", str(fresh_cache(tmp / "cache")), "--report-dir", str(reports)],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    result = python.run(["-m", "pytest", *args, "-q", "-p", "no:cacheprovider", "--no-progress",
+                         "--cache-dir", str(fresh_cache(tmp / "cache")), "--report-dir", str(reports)],
+                        cwd=ROOT, env=env, timeout=900)
     report = reports / "latest" / "report.json"
     assert report.exists(), result.stdout[-3000:] + result.stderr[-3000:]
     return result, json.loads(report.read_text())
 
 
-def test_weight_free_suites_run_on_a_protocol_only_backend(bigram_env, tmp_path, cache_dir):
+def test_weight_free_suites_run_on_a_protocol_only_backend(bigram_env, tmp_path, cache_dir, warm_python):
     from unlearnbench.fixtures import zoo
 
     data = zoo.data_dir(cache_dir)
-    result, report = run(bigram_env, tmp_path, *(f"suites/{s}" for s in (*WEIGHT_FREE, "uds", "robustness")),
+    result, report = run(warm_python, bigram_env, tmp_path, *(f"suites/{s}" for s in (*WEIGHT_FREE, "uds", "robustness")),
                          "--model", "full=bigram:full", "--model", "retain=bigram:retain",
                          "--full-model", "bigram:full", "--retain-model", "bigram:retain", "--data-dir", str(data))
     assert result.returncode == 1, result.stdout[-3000:]  # checks fail; nothing errors
@@ -84,8 +83,8 @@ def test_weight_free_suites_run_on_a_protocol_only_backend(bigram_env, tmp_path,
     assert cyber["outcome"] == "inconclusive" and "it holds nothing to forget" in cyber["reason"]
 
 
-def test_smoke_runs_on_it_too(bigram_env, tmp_path):
-    result, report = run(bigram_env, tmp_path, "suites/smoke", "--model", "lm=bigram:smoke")
+def test_smoke_runs_on_it_too(bigram_env, tmp_path, warm_python):
+    result, report = run(warm_python, bigram_env, tmp_path, "suites/smoke", "--model", "lm=bigram:smoke")
     metrics = report["checkpoints"]["lm"]["suites"]["smoke"]["metrics"]
     assert metrics["mean_token_logprob"]["value"] < 0 and metrics["qa_rougeL_recall"]["n"] == 6
     assert result.returncode in (0, 1), result.stdout[-3000:]

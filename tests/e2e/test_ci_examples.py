@@ -63,7 +63,7 @@ def run_job(steps: list[tuple[str, bool]], env: dict, cwd: Path) -> tuple[bool, 
 
 
 @pytest.fixture(scope="module")
-def gate_project(tmp_path_factory, zoo_family, cache_dir):
+def gate_project(tmp_path_factory, zoo_family, cache_dir, warm_python):
     """A checkout-like folder (suites, thresholds, .venv) and the released
     model's report, made by the gate's own suites on zoo `retain`."""
     from unlearnbench.fixtures import zoo
@@ -74,10 +74,10 @@ def gate_project(tmp_path_factory, zoo_family, cache_dir):
     (project / ".venv").symlink_to(Path(sys.prefix))
     data = ["--data-dir", f"dusk={zoo.data_dir(cache_dir)}"]
     released = project / "released-reports"
-    subprocess.run([sys.executable, "-m", "pytest", SUITES, "--model", f"released={zoo_family['retain']}",
-                    "--full-model", str(zoo_family["full"]), "--retain-model", str(zoo_family["retain"]), *data,
-                    "--report-dir", str(released), "--cache-dir", str(cache_dir), "-p", "no:cacheprovider"],
-                   cwd=project, capture_output=True, text=True)
+    warm_python.run(["-m", "pytest", SUITES, "--model", f"released={zoo_family['retain']}",
+                     "--full-model", str(zoo_family["full"]), "--retain-model", str(zoo_family["retain"]), *data,
+                     "--report-dir", str(released), "--cache-dir", str(cache_dir), "-p", "no:cacheprovider"],
+                    cwd=project)
     [baseline] = [p for p in released.glob("*/report.json") if p.parent.name != "latest"]
     return project, baseline, " ".join(data)
 

@@ -6,8 +6,6 @@ with a reason, and bad input refused before any model loads."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -221,22 +219,21 @@ def test_every_suite_gives_the_in_process_values_through_the_endpoint(npo_server
             print(f"{suite}/{name} | {a} | {b}")
 
 
-def test_the_command_line_runs_a_suite_on_an_endpoint_model(ga_server, zoo_family, tmp_path):
+def test_the_command_line_runs_a_suite_on_an_endpoint_model(ga_server, zoo_family, tmp_path, warm_python):
     reports = tmp_path / "reports"
-    common = [sys.executable, "-m", "pytest", "suites/smoke", "-p", "no:cacheprovider", "--cache-dir",
+    common = ["-m", "pytest", "suites/smoke", "-p", "no:cacheprovider", "--cache-dir",
               str(tmp_path / "cache"), "--report-dir", str(reports), "--no-progress", "-q"]
     # The reference model behind the endpoint too (smoke reads none, but it is validated and fingerprinted).
-    run = subprocess.run([*common, "--model", f"ga=openai:{ga_server.url}#zoo-ga", "--tokenizer",
-                          f"ga={zoo_family['ga']}", "--full-model", f"full=openai:{ga_server.url}",
-                          "--tokenizer", f"full={zoo_family['ga']}"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    run = warm_python.run([*common, "--model", f"ga=openai:{ga_server.url}#zoo-ga", "--tokenizer",
+                           f"ga={zoo_family['ga']}", "--full-model", f"full=openai:{ga_server.url}",
+                           "--tokenizer", f"full={zoo_family['ga']}"], cwd=ROOT, timeout=600)
     assert run.returncode in (0, 1), run.stdout + run.stderr  # verdicts, not a usage error
     report = json.loads((reports / "latest" / "report.json").read_text())
     checkpoint = report["checkpoints"]["ga"]
     assert checkpoint["info"]["backend"] == "openai"
     assert checkpoint["suites"]["smoke"]["metrics"]["mean_token_logprob"]["value"] < 0
-    bad = subprocess.run([*common, "--model", f"ga=openai:{ga_server.url}#zoo-ga", "--tokenizer", "gb=/nowhere"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    bad = warm_python.run([*common, "--model", f"ga=openai:{ga_server.url}#zoo-ga", "--tokenizer", "gb=/nowhere"],
+                          cwd=ROOT, timeout=600)
     assert bad.returncode == 4 and "--tokenizer names a model this run does not have" in bad.stderr + bad.stdout
 
 

@@ -58,7 +58,7 @@ def hung():
 
 
 def _command(tmp_path, answering, hung, smoke_lm_dir, *extra) -> list[str]:
-    return [sys.executable, "-m", "pytest", "suites/smoke", "-p", "no:cacheprovider", "-q", "--no-progress",
+    return ["-m", "pytest", "suites/smoke", "-p", "no:cacheprovider", "-q", "--no-progress",
             "--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "reports"),
             "--model", f"a=openai:{answering.url}#smoke-a", "--tokenizer", f"a={smoke_lm_dir}",
             "--model", f"b={hung.source}", "--tokenizer", f"b={smoke_lm_dir}", *extra]
@@ -75,13 +75,12 @@ def _checks(report: dict, name: str) -> dict:
 @pytest.mark.parametrize("limit, reason", [(["--endpoint-timeout", "2"], "timed out after 2 s"),
                                            (["--checkpoint-deadline", "20"], "--checkpoint-deadline")])
 def test_a_hung_server_fails_its_checkpoint_in_seconds_and_the_others_keep_their_results(
-        tmp_path, answering, hung, smoke_lm_dir, limit, reason):
+        tmp_path, answering, hung, smoke_lm_dir, limit, reason, warm_python):
     # The deadline applies to every checkpoint: 20 s leaves `a` (a few seconds) room on a loaded machine.
     env = {**os.environ, "OPENAI_API_KEY": ""}
     # A later option wins: each case sets the limit it tests, the other is 600 s.
-    run = subprocess.run(_command(tmp_path, answering, hung, smoke_lm_dir, "--endpoint-timeout", "600", *limit),
-                         cwd=ROOT, capture_output=True,
-                         text=True, timeout=240, env=env)
+    run = warm_python.run(_command(tmp_path, answering, hung, smoke_lm_dir, "--endpoint-timeout", "600", *limit),
+                          cwd=ROOT, timeout=240, env=env)
     output = run.stdout + run.stderr
     assert run.returncode == 1, output  # b's checks failed; not a usage error, not a crash
     report = _report(tmp_path)
@@ -96,7 +95,7 @@ def test_a_hung_server_fails_its_checkpoint_in_seconds_and_the_others_keep_their
 def test_ctrl_c_stops_the_run_and_writes_a_report_marked_interrupted(tmp_path, answering, hung, smoke_lm_dir, workers):
     # Under xdist only the controller sees Ctrl-C; its workers must stop too.
     env = {**os.environ, "OPENAI_API_KEY": "", "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(_command(tmp_path, answering, hung, smoke_lm_dir, "--endpoint-timeout", "600", *workers),
+    process = subprocess.Popen([sys.executable, *_command(tmp_path, answering, hung, smoke_lm_dir, "--endpoint-timeout", "600", *workers)],
                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         assert hung.posted.wait(180), "the run never reached the hung checkpoint"

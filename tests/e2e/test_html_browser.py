@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -69,21 +67,21 @@ def chromium():
 
 
 @pytest.fixture(scope="module")
-def zoo_report(tmp_path_factory, zoo_family, cache_dir):
+def zoo_report(tmp_path_factory, zoo_family, cache_dir, warm_python):
     """`pytest suites` on the default zoo (all suites), as the README's demo runs it."""
     project = tmp_path_factory.mktemp("demo")
     shutil.copytree(ROOT / "suites", project / "suites", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "thresholds", project / "thresholds")
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", "--no-progress", "--cache-dir", str(cache_dir),
-         "--report-dir", str(project / "reports")], cwd=project, capture_output=True, text=True, timeout=900)
+    result = warm_python.run(
+        ["-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", "--no-progress", "--cache-dir", str(cache_dir),
+         "--report-dir", str(project / "reports")], cwd=project, timeout=900)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]  # bad zoo methods fail
     assert result.stdout.rstrip().splitlines()[-2].startswith("HTML report:")  # the paths are the last lines
     return project / "reports" / "latest" / "report.html"
 
 
 @pytest.fixture(scope="module")
-def sweep_report(zoo_report, tmp_path_factory):
+def sweep_report(zoo_report, tmp_path_factory, warm_python):
     """150 checkpoints: the zoo's candidates copied with jittered values under
     sweep-like names (long ones too), rendered by `unlearnbench html`."""
     from unlearnbench.fixtures.sweeps import clone_sweep
@@ -91,7 +89,8 @@ def sweep_report(zoo_report, tmp_path_factory):
     report = clone_sweep(json.loads(zoo_report.with_name("report.json").read_text()), 150)
     path = tmp_path_factory.mktemp("sweep") / "report.json"
     path.write_text(json.dumps(report))
-    subprocess.run([sys.executable, "-m", "unlearnbench.cli", "html", str(path)], check=True, capture_output=True)
+    rendered = warm_python.run(["-m", "unlearnbench.cli", "html", str(path)])
+    assert rendered.returncode == 0, rendered.stderr
     return path.with_suffix(".html")
 
 

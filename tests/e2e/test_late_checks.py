@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,18 +18,17 @@ from unlearnbench.suites import SUITES
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _smoke_run(tmp_path, *extra) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "suites/smoke", "-p", "no:cacheprovider", "-q",
-                           "--cache-dir", str(tmp_path / "cache"), *extra],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+def _smoke_run(warm_python, tmp_path, *extra) -> subprocess.CompletedProcess:
+    return warm_python.run(["-m", "pytest", "suites/smoke", "-p", "no:cacheprovider", "-q",
+                            "--cache-dir", str(tmp_path / "cache"), *extra], cwd=ROOT, timeout=300)
 
 
 @pytest.mark.parametrize("where", ["a file", "below a file"])
-def test_a_report_dir_that_cannot_be_written_stops_the_run_before_any_work(tmp_path, where):
+def test_a_report_dir_that_cannot_be_written_stops_the_run_before_any_work(tmp_path, where, warm_python):
     blocker = tmp_path / "reports.txt"
     blocker.write_text("not a folder")
     target = blocker if where == "a file" else blocker / "reports"
-    run = _smoke_run(tmp_path, "--report-dir", str(target))
+    run = _smoke_run(warm_python, tmp_path, "--report-dir", str(target))
     output = run.stdout + run.stderr
     assert run.returncode == 4, output
     assert f"ERROR: --report-dir {target}" in output and "Traceback" not in output
@@ -69,10 +67,10 @@ def test_a_negative_item_count_is_refused_not_one_item_fewer(cache_dir):
         uds.load(str(zoo.data_dir(cache_dir))).items)
 
 
-def test_the_command_line_gives_one_error_line_for_an_option_out_of_range(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "pytest", "suites/uds", "-p", "no:cacheprovider", "-q",
-                          "--cache-dir", str(tmp_path / "cache"), "--suite-option", "uds.max_items=-1"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+def test_the_command_line_gives_one_error_line_for_an_option_out_of_range(tmp_path, warm_python):
+    run = warm_python.run(["-m", "pytest", "suites/uds", "-p", "no:cacheprovider", "-q",
+                           "--cache-dir", str(tmp_path / "cache"), "--suite-option", "uds.max_items=-1"],
+                          cwd=ROOT, timeout=600)
     output = run.stdout + run.stderr
     assert run.returncode == 4 and "ERROR: data" in output and "'max_items' must be an integer >= 0" in output, output
     assert "Traceback" not in output
@@ -121,8 +119,8 @@ def test_null_log_probs_from_an_endpoint_are_an_error_naming_the_field(null_logp
 
 @pytest.mark.parametrize("option, value", [("--endpoint-timeout", "0"), ("--endpoint-timeout", "soon"),
                                            ("--checkpoint-deadline", "-1"), ("--checkpoint-deadline", "nan")])
-def test_the_new_time_limits_are_checked_at_option_parsing(tmp_path, option, value):
-    run = _smoke_run(tmp_path, option, value)
+def test_the_new_time_limits_are_checked_at_option_parsing(tmp_path, option, value, warm_python):
+    run = _smoke_run(warm_python, tmp_path, option, value)
     output = run.stdout + run.stderr
     assert run.returncode == 4 and f"{option}: expected a positive number of seconds, not '{value}'" in output, output
     assert "Traceback" not in output

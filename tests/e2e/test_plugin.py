@@ -14,18 +14,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def project(pytester):
+def project(warm_pytester):
     """A checkout-like folder with the smoke suite and its default gate."""
-    shutil.copytree(ROOT / "suites" / "smoke", pytester.path / "suites" / "smoke")
-    shutil.copytree(ROOT / "thresholds", pytester.path / "thresholds")
-    return pytester
+    shutil.copytree(ROOT / "suites" / "smoke", warm_pytester.path / "suites" / "smoke")
+    shutil.copytree(ROOT / "thresholds", warm_pytester.path / "thresholds")
+    return warm_pytester
 
 
 def run_suite(project, cache_dir, *args):
     result = project.runpytest_subprocess(
         "suites/smoke", "--cache-dir", str(cache_dir), "--report-dir", str(project.path / "reports"), *args
     )
-    reports = sorted(p for p in (project.path / "reports").glob("*/report.json") if p.parent.name != "latest")
+    # The newest by write time: two runs can start in the same second, and a run's id sorts by the second only.
+    reports = sorted((p for p in (project.path / "reports").glob("*/report.json") if p.parent.name != "latest"),
+                     key=lambda p: p.stat().st_mtime_ns)
     return result, (json.loads(reports[-1].read_text()) if reports else None)
 
 
@@ -118,11 +120,11 @@ def test_corrupt_checkpoint_and_bad_thresholds_are_usage_errors(project, cache_d
     result.stderr.fnmatch_lines(["ERROR: thresholds */thresholds/smoke.yaml check 'x': missing 'direction'"])
 
 
-def test_plugin_is_inert_without_suites(pytester):
-    pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
-    result = pytester.runpytest_subprocess("--model", "/does/not/matter")
+def test_plugin_is_inert_without_suites(warm_pytester):
+    warm_pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
+    result = warm_pytester.runpytest_subprocess("--model", "/does/not/matter")
     result.assert_outcomes(passed=1)
-    assert not (pytester.path / "reports").exists()
+    assert not (warm_pytester.path / "reports").exists()
     assert "report:" not in result.stdout.str() and " unlearnbench =" not in result.stdout.str()
 
 
@@ -204,15 +206,15 @@ def test_an_unreadable_suite_yaml_stops_the_run_naming_the_file(project, cache_d
     result.stderr.fnmatch_lines([f"ERROR: thresholds {gate}*"])
 
 
-def test_zoo_extra_adds_recipes_to_the_family_suites_only_and_bad_names_stop_the_run(pytester):
+def test_zoo_extra_adds_recipes_to_the_family_suites_only_and_bad_names_stop_the_run(warm_pytester):
     for suite in ("smoke", "uds"):
-        shutil.copytree(ROOT / "suites" / suite, pytester.path / "suites" / suite)
-    shutil.copytree(ROOT / "thresholds", pytester.path / "thresholds")
-    listed = pytester.runpytest_subprocess("suites", "--collect-only", "-q", "--zoo-extra", "retain-seed1")
+        shutil.copytree(ROOT / "suites" / suite, warm_pytester.path / "suites" / suite)
+    shutil.copytree(ROOT / "thresholds", warm_pytester.path / "thresholds")
+    listed = warm_pytester.runpytest_subprocess("suites", "--collect-only", "-q", "--zoo-extra", "retain-seed1")
     ids = [line for line in listed.outlines if "::" in line]
     assert any("test_uds.py" in i and "[retain-seed1]" in i for i in ids)
     assert not any("test_smoke.py" in i and "retain-seed1" in i for i in ids)  # smoke runs its own zoo
-    bad = pytester.runpytest_subprocess("suites", "--collect-only", "--zoo-extra", "retain-seed9")
+    bad = warm_pytester.runpytest_subprocess("suites", "--collect-only", "--zoo-extra", "retain-seed9")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--zoo-extra retain-seed9: no zoo recipe of this name (known: *retain-seed1*"])
 
@@ -275,12 +277,12 @@ def pytest_unlearnbench_report(report, files):
     assert f'<figure data-plot="from-conftest">lm={value}</figure>' in html
 
 
-def test_a_suite_without_zoo_checkpoints_says_it_needs_model(cache_dir, tmp_path):
+def test_a_suite_without_zoo_checkpoints_says_it_needs_model(cache_dir, tmp_path, warm_python):
     """`pytest suites/utility` with no --model (the zoo has no lm-eval task) used to end 'no tests ran' (exit 5)
     with no word of why."""
-    result = subprocess.run([sys.executable, "-m", "pytest", "suites/utility", "-rs", "-p", "no:cacheprovider",
-                             "--cache-dir", str(cache_dir), "--report-dir", str(tmp_path / "reports")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = warm_python.run(["-m", "pytest", "suites/utility", "-rs", "-p", "no:cacheprovider",
+                              "--cache-dir", str(cache_dir), "--report-dir", str(tmp_path / "reports")],
+                             cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:]
     assert "1 skipped" in result.stdout
     assert "utility has no default checkpoints (the fixture zoo has none for it): give --model" in result.stdout

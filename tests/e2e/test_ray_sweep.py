@@ -69,9 +69,8 @@ def project(tmp_path):
     return tmp_path
 
 
-def _unlearnbench(args: list[str], cwd: Path, timeout: int = 900, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "unlearnbench.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **RAY_ENV, **env}, timeout=timeout)
+def _unlearnbench(python, args: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    return python.run(["-m", "unlearnbench.cli", *args], cwd=cwd, env={**os.environ, **RAY_ENV}, timeout=timeout)
 
 
 def _only_report(directory: Path) -> dict:
@@ -79,19 +78,19 @@ def _only_report(directory: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def test_a_ray_sweep_gives_the_one_run_report(ray_cluster, project, cache_dir, zoo_family, tmp_path):
+def test_a_ray_sweep_gives_the_one_run_report(ray_cluster, project, cache_dir, zoo_family, tmp_path, warm_python):
     from unlearnbench.fixtures import zoo
 
     models = [a for name in ("ga", "npo", "idknll") for a in ("--model", f"{name}={zoo_family[name]}")]
     common = ["suites/smoke", "suites/dusk", *models, "--full-model", str(zoo_family["full"]),
               "--retain-model", str(zoo_family["retain"]), "--data-dir", f"dusk={zoo.data_dir(cache_dir)}"]
     # Fresh result caches: neither run may read the other's results.
-    serial = subprocess.run([sys.executable, "-m", "pytest", *common, "-n", "0", "-p", "no:cacheprovider",
-                             "--cache-dir", str(tmp_path / "cache-serial"), "--report-dir", str(tmp_path / "serial")],
-                            cwd=project, capture_output=True, text=True, env={**os.environ})
+    serial = warm_python.run(["-m", "pytest", *common, "-n", "0", "-p", "no:cacheprovider",
+                              "--cache-dir", str(tmp_path / "cache-serial"), "--report-dir", str(tmp_path / "serial")],
+                             cwd=project)
     assert serial.returncode == 1, serial.stdout[-3000:]  # the zoo's under-forgetting recipes fail dusk checks
-    swept = _unlearnbench(["sweep", "--ray", ray_cluster, "--", *common, "--cache-dir", str(tmp_path / "cache-ray"),
-                           "--report-dir", str(tmp_path / "ray")], cwd=project)
+    swept = _unlearnbench(warm_python, ["sweep", "--ray", ray_cluster, "--", *common, "--cache-dir",
+                                        str(tmp_path / "cache-ray"), "--report-dir", str(tmp_path / "ray")], cwd=project)
     assert swept.returncode == 1, swept.stdout[-3000:] + swept.stderr[-3000:]
 
     whole, merged = _only_report(tmp_path / "serial"), _only_report(tmp_path / "ray")
@@ -108,18 +107,18 @@ def test_a_ray_sweep_gives_the_one_run_report(ray_cluster, project, cache_dir, z
     assert sorted(p[1] for p in progress) == ["ga", "idknll", "npo"]
 
 
-def test_an_unreachable_ray_address_fails_in_seconds(project):
+def test_an_unreachable_ray_address_fails_in_seconds(project, warm_python):
     port = _free_port()  # closed again: nothing listens there
-    result = _unlearnbench(["sweep", "--ray", f"127.0.0.1:{port}", "--", "suites/smoke"], cwd=project, timeout=60)
+    result = _unlearnbench(warm_python, ["sweep", "--ray", f"127.0.0.1:{port}", "--", "suites/smoke"], cwd=project, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip() == (f"unlearnbench: error: --ray 127.0.0.1:{port}: cannot reach a Ray cluster "
                                      "there ([Errno 111] Connection refused)")
 
 
-def test_ray_missing_is_one_line_naming_the_extra(project):
+def test_ray_missing_is_one_line_naming_the_extra(project, warm_python):
     code = ("import sys; sys.modules['ray'] = None; from unlearnbench.cli import main; "
             "sys.exit(main(['sweep', '--ray', '--', 'suites/smoke']))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=60)
+    result = warm_python.run(["-c", code], cwd=project, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip() == ("unlearnbench: error: --ray needs Ray, which is not installed: "
                                      "pip install 'unlearnbench[ray]'")
@@ -130,12 +129,12 @@ def test_ray_missing_is_one_line_naming_the_extra(project):
     (["suites/smoke", "--shard", "0/2"], "--shard and --ray split the same sweep twice"),
     (["suites/nothing-here"], "the pytest arguments do not make a run"),
 ])
-def test_bad_sweep_arguments_fail_before_ray_starts(project, pytest_args, message):
+def test_bad_sweep_arguments_fail_before_ray_starts(project, pytest_args, message, warm_python):
     # Starting Ray is replaced by an exit with another message: a run that got
     # that far would not print the expected one.
     code = ("import sys, unlearnbench.sweep as s; s._connect = lambda *a: sys.exit('ray was started'); "
             f"from unlearnbench.cli import main; sys.exit(main(['sweep', '--ray', '--', *{pytest_args!r}]))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=300)
+    result = warm_python.run(["-c", code], cwd=project, timeout=300)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -151,18 +150,18 @@ def pytest_runtest_call(item):
 
 
 def test_a_checkpoint_whose_task_dies_costs_only_itself(ray_cluster, project, cache_dir, smoke_lm_dir,
-                                                         smoke_untrained_dir, tmp_path):
+                                                         smoke_untrained_dir, tmp_path, warm_python):
     (project / "crashplugin.py").write_text(CRASH_PLUGIN)
     crash = shutil.copytree(smoke_lm_dir, tmp_path / "crash")
     common = ["suites/smoke", "--model", f"lm={smoke_lm_dir}", "--model", f"crash={crash}",
               "--model", f"untrained={smoke_untrained_dir}", "-p", "crashplugin"]
-    serial = subprocess.run([sys.executable, "-m", "pytest", "suites/smoke", "--model", f"lm={smoke_lm_dir}",
-                             "--model", f"untrained={smoke_untrained_dir}", "-p", "no:cacheprovider",
-                             "--cache-dir", str(tmp_path / "cache-serial"), "--report-dir", str(tmp_path / "serial")],
-                            cwd=project, capture_output=True, text=True)
+    serial = warm_python.run(["-m", "pytest", "suites/smoke", "--model", f"lm={smoke_lm_dir}",
+                              "--model", f"untrained={smoke_untrained_dir}", "-p", "no:cacheprovider",
+                              "--cache-dir", str(tmp_path / "cache-serial"), "--report-dir", str(tmp_path / "serial")],
+                             cwd=project)
     assert serial.returncode == 1, serial.stdout[-2000:]
-    swept = _unlearnbench(["sweep", "--ray", ray_cluster, "--", *common, "--cache-dir", str(tmp_path / "cache-ray"),
-                           "--report-dir", str(tmp_path / "ray")], cwd=project)
+    swept = _unlearnbench(warm_python, ["sweep", "--ray", ray_cluster, "--", *common, "--cache-dir",
+                                        str(tmp_path / "cache-ray"), "--report-dir", str(tmp_path / "ray")], cwd=project)
     assert swept.returncode == 1, swept.stdout[-3000:] + swept.stderr[-3000:]
     merged = _only_report(tmp_path / "ray")
     lost = merged["checkpoints"]["crash"]["lost"]

@@ -212,11 +212,11 @@ def test_model_dir_finds_every_checkpoint(tmp_path, smoke_lm_dir):
 
 
 @pytest.fixture
-def project(pytester):
-    shutil.copytree(ROOT / "suites" / "smoke", pytester.path / "suites" / "smoke")
-    shutil.copytree(ROOT / "suites" / "uds", pytester.path / "suites" / "uds")
-    shutil.copytree(ROOT / "thresholds", pytester.path / "thresholds")
-    return pytester
+def project(warm_pytester):
+    shutil.copytree(ROOT / "suites" / "smoke", warm_pytester.path / "suites" / "smoke")
+    shutil.copytree(ROOT / "suites" / "uds", warm_pytester.path / "suites" / "uds")
+    shutil.copytree(ROOT / "thresholds", warm_pytester.path / "thresholds")
+    return warm_pytester
 
 
 def latest_report(project) -> dict:

@@ -127,35 +127,34 @@ def project(tmp_path):
     return root
 
 
-def run(project: Path, site: Path, *args) -> subprocess.CompletedProcess:
+def run(python, project: Path, site: Path, *args) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "pytest", "suites/fluency", "-p", "no:cacheprovider", "-v", *args],
-                          cwd=project, env=env, capture_output=True, text=True)
+    return python.run(["-m", "pytest", "suites/fluency", "-p", "no:cacheprovider", "-v", *args], cwd=project, env=env)
 
 
 def test_an_installed_third_party_suite_runs_and_its_gate_separates(project, tmp_path, cache_dir, smoke_lm_dir,
-                                                                  smoke_untrained_dir):
+                                                                  smoke_untrained_dir, warm_python):
     site = install(tmp_path, "unlearnbench-fluency", PACKAGE, {"unlearnbench.suites": {"fluency": "ub_fluency:SPEC"},
                                                                "unlearnbench.backends": {"mirror": "ub_fluency:BACKEND"}})
     # The trained model through the package's backend, the untrained one through ours.
-    result = run(project, site, "--model", f"lm=mirror:{smoke_lm_dir}", "--model", f"untrained={smoke_untrained_dir}",
+    result = run(warm_python, project, site, "--model", f"lm=mirror:{smoke_lm_dir}", "--model", f"untrained={smoke_untrained_dir}",
                  "--cache-dir", str(cache_dir), "--report-dir", str(tmp_path / "reports"))
     assert "test_fluent_on_plain_texts[lm] PASSED" in result.stdout, result.stdout[-3000:] + result.stderr[-2000:]
     assert "test_fluent_on_plain_texts[untrained] FAILED" in result.stdout
     assert result.returncode == 1
 
 
-def test_a_broken_suite_entry_point_is_one_line_naming_the_package(project, tmp_path, smoke_lm_dir):
+def test_a_broken_suite_entry_point_is_one_line_naming_the_package(project, tmp_path, smoke_lm_dir, warm_python):
     module = "SPEC = 'not a suite spec'\n"
     site = install(tmp_path, "unlearnbench-broken", module, {"unlearnbench.suites": {"fluency": "ub_fluency:SPEC"}})
-    result = run(project, site, "--model", str(smoke_lm_dir))
+    result = run(warm_python, project, site, "--model", str(smoke_lm_dir))
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     assert ("ERROR: suite entry point fluency = 'ub_fluency:SPEC' (package unlearnbench-broken): expected a "
             "unlearnbench.suites.SuiteSpec, got str") in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     module = "BACKEND = 'not a backend'\n"
     site = install(tmp_path, "unlearnbench-badbackend", module, {"unlearnbench.backends": {"x": "ub_fluency:BACKEND"}})
-    result = run(project, site, "--model", str(smoke_lm_dir))
+    result = run(warm_python, project, site, "--model", str(smoke_lm_dir))
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     assert ("ERROR: backend entry point x = 'ub_fluency:BACKEND' (package unlearnbench-badbackend): expected a "
             "unlearnbench.backends.Backend, got str") in result.stderr

@@ -15,11 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def project(pytester):
+def project(warm_pytester):
     for suite in ("smoke", "dusk", "uds"):
-        shutil.copytree(ROOT / "suites" / suite, pytester.path / "suites" / suite)
-    shutil.copytree(ROOT / "thresholds", pytester.path / "thresholds")
-    return pytester
+        shutil.copytree(ROOT / "suites" / suite, warm_pytester.path / "suites" / suite)
+    shutil.copytree(ROOT / "thresholds", warm_pytester.path / "thresholds")
+    return warm_pytester
 
 
 def run(project, cache_dir, *args, suites=("suites/smoke",)):

@@ -49,15 +49,17 @@ def pytest_sessionfinish(session):
 
 
 @pytest.fixture
-def project(pytester):
+def project(warm_pytester):
     for suite in ("smoke", "dusk"):
-        shutil.copytree(ROOT / "suites" / suite, pytester.path / "suites" / suite)
-    shutil.copytree(ROOT / "thresholds", pytester.path / "thresholds")
-    return pytester
+        shutil.copytree(ROOT / "suites" / suite, warm_pytester.path / "suites" / suite)
+    shutil.copytree(ROOT / "thresholds", warm_pytester.path / "thresholds")
+    return warm_pytester
 
 
 def report_of(project) -> dict:
-    reports = sorted(p for p in (project.path / "reports").glob("*/report.json") if p.parent.name != "latest")
+    # The newest by write time: two runs can start in the same second, and a run's id sorts by the second only.
+    reports = sorted((p for p in (project.path / "reports").glob("*/report.json") if p.parent.name != "latest"),
+                     key=lambda p: p.stat().st_mtime_ns)
     return json.loads(reports[-1].read_text())
 
 

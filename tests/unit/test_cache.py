@@ -115,17 +115,15 @@ def test_under_a_key_a_forged_fingerprint_memo_is_not_trusted(tmp_path):
     assert fingerprint((weights,), memo, secret=SECRET) == honest
 
 
-def test_the_cache_key_file_is_checked_at_the_start(tmp_path):
-    import subprocess
-    import sys
+def test_the_cache_key_file_is_checked_at_the_start(tmp_path, warm_python):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     short = tmp_path / "short.key"
     short.write_text("abc\n")
     for path, problem in [(tmp_path / "missing.key", "cannot read it"), (short, "at least 16 bytes")]:
-        run = subprocess.run([sys.executable, "-m", "pytest", "suites/smoke", "-p", "no:cacheprovider", "-q",
-                              "--cache-dir", str(tmp_path / "cache"), "--cache-key-file", str(path)],
-                             cwd=root, capture_output=True, text=True, timeout=300)
+        run = warm_python.run(["-m", "pytest", "suites/smoke", "-p", "no:cacheprovider", "-q",
+                               "--cache-dir", str(tmp_path / "cache"), "--cache-key-file", str(path)],
+                              cwd=root, timeout=300)
         output = run.stdout + run.stderr
         assert run.returncode == 4 and f"--cache-key-file {path}" in output and problem in output, output

@@ -1,0 +1,254 @@
+"""Python commands of the tests (`python -m pytest ...`, `python -m
+unlearnbench.cli ...`, `python -c ...`) run in forked children of one
+interpreter that has already imported the heavy third-party libraries.
+
+A cold `python -m pytest suites/dusk ...` spends ~7 s of one core importing
+torch, transformers, sentence-transformers, scipy, datasets ... before it
+evaluates anything, and ~2 s tearing them down; the end-to-end tests start ~60
+such runs. Here a server process imports them once per test worker, then
+forks a child per command: the child is a fresh process (its own pid, memory,
+cwd, environment, argv, file descriptors and exit status), whose first import
+of those libraries is a dictionary lookup. The code under test is not
+imported before the fork (unlearnbench, suites, conftest files), so it starts
+as in a cold process and reads the child's environment.
+
+Not for what must see a cold interpreter (which modules a command imports:
+tests/unit/test_import_graph.py) or what streams its output while it runs
+(the Ctrl-C tests use a real subprocess).
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import importlib
+import json
+import os
+import runpy
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import types
+from pathlib import Path
+
+# What `pytest suites` imports that takes a noticeable time; unlearnbench's
+# own modules are not here (they must import in the child, under its
+# environment). Absent optional libraries are skipped.
+PRELOAD = ("torch", "transformers", "transformers.models.llama.modeling_llama", "transformers.generation.utils",
+           "sentence_transformers", "datasets", "pandas", "pyarrow", "scipy.stats", "sklearn.metrics", "nltk",
+           "rouge_score.rouge_scorer", "Levenshtein", "peft", "accelerate", "safetensors.torch", "tokenizers",
+           "yaml", "jinja2", "hypothesis", "pytest", "_pytest.pytester")
+
+
+def _preloaded_plugin_modules() -> list[str]:
+    """Preloaded top-level modules of distributions that are pytest plugins
+    (anyio comes with transformers, hypothesis is preloaded): pytest marks
+    them for assertion rewriting and warns that they were imported before it
+    could. Their docstrings get pytest's opt-out marker in the child, which
+    silences that warning; a cold run rewrites the asserts of these
+    third-party modules, which only changes their assertion messages."""
+    from importlib.metadata import entry_points, packages_distributions
+
+    plugin_distributions = {point.dist.name for point in entry_points(group="pytest11") if point.dist}
+    return sorted(name for name, distributions in packages_distributions().items()
+                  if name in sys.modules and plugin_distributions.intersection(distributions))
+
+
+def _python_path_entries(env: dict) -> list[str]:
+    return [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+# ---------------------------------------------------------------- server side
+
+def _child(request: dict, control: tuple[int, int], plugin_modules: list[str]) -> None:
+    """In the forked child: become the requested `python ...` process; never returns."""
+    code = 1
+    try:
+        os.setpgid(0, 0)  # its own process group: a timeout kills what it started too
+        for fd in control:
+            os.close(fd)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for fd, path, flags in ((0, request["stdin"], os.O_RDONLY),
+                                (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                                (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+            opened = os.open(path, flags, 0o600)
+            os.dup2(opened, fd)
+            os.close(opened)
+        os.chdir(request["cwd"])
+        env = request["env"]
+        # sys.path as a cold interpreter with this PYTHONPATH would have it.
+        inherited = _python_path_entries(dict(os.environ))
+        os.environ.clear()
+        os.environ.update(env)
+        rest = [p for p in sys.path[1:] if p not in inherited]
+        for name in plugin_modules:
+            sys.modules[name].__doc__ = (sys.modules[name].__doc__ or "") + "\nPYTEST_DONT_REWRITE"
+        module, arguments = request["module"], request["arguments"]
+        sys.path[:] = [os.getcwd() if module else "", *_python_path_entries(env), *rest]
+        try:
+            if module:
+                sys.argv = [module, *arguments]
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
+            else:
+                sys.argv = ["-c", *arguments[1:]]
+                main = types.ModuleType("__main__")
+                sys.modules["__main__"] = main
+                exec(compile(arguments[0], "<string>", "exec"), main.__dict__)
+            code = 0
+        except SystemExit as stop:
+            if stop.code is None:
+                code = 0
+            elif isinstance(stop.code, int):
+                code = stop.code
+            else:
+                print(stop.code, file=sys.stderr)
+                code = 1
+        except BaseException:  # noqa: BLE001 - as the interpreter would: traceback, exit 1
+            traceback.print_exc()
+            code = 1
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def serve() -> None:
+    # The control channel leaves fds 0 and 1, which each child points at its own files.
+    control_in, control_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - an optional library that is not installed, or does not import here
+            pass
+    plugin_modules = _preloaded_plugin_modules()
+    assert threading.active_count() == 1, "a Python thread would be lost in every forked child"
+    gc.collect()
+    gc.freeze()  # the children share these pages instead of copying them when the collector walks them
+    reader = os.fdopen(control_in, "r")
+    writer = os.fdopen(control_out, "w")
+
+    def reply(message: dict) -> None:
+        writer.write(json.dumps(message) + "\n")
+        writer.flush()
+
+    reply({"ready": True})
+    for line in reader:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(request, (control_in, control_out), plugin_modules)
+        reply({"pid": pid})
+        _, status = os.waitpid(pid, 0)
+        reply({"returncode": os.waitstatus_to_exitcode(status)})
+
+
+# ---------------------------------------------------------------- client side
+
+class WarmPython:
+    """One server per test worker, started on first use; `run` is
+    `subprocess.run([sys.executable, *arguments], capture_output=True,
+    text=True, ...)` for `-m module ...` and `-c code ...` commands."""
+
+    def __init__(self) -> None:
+        self._server: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    def _start(self) -> subprocess.Popen:
+        if self._server is None or self._server.poll() is not None:
+            self._server = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            text=True, start_new_session=True)
+            assert json.loads(self._server.stdout.readline()) == {"ready": True}
+        return self._server
+
+    def run(self, arguments: list[str], *, cwd: str | os.PathLike | None = None, env: dict | None = None,
+            timeout: float | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+        if arguments[0] == "-m":
+            module, rest = arguments[1], list(arguments[2:])
+        elif arguments[0].startswith("-m") and len(arguments[0]) > 2:
+            module, rest = arguments[0][2:], list(arguments[1:])
+        elif arguments[0] == "-c":
+            module, rest = "", list(arguments[1:])
+        else:
+            raise ValueError(f"a warm run takes -m module or -c code, not {arguments[0]!r}")
+        with self._lock, tempfile.TemporaryDirectory(prefix="warm-python-") as tmp:
+            files = {name: str(Path(tmp) / name) for name in ("stdin", "stdout", "stderr")}
+            Path(files["stdin"]).write_text(input or "")
+            server = self._start()
+            request = {"module": module, "arguments": [str(a) for a in rest], "cwd": str(cwd or os.getcwd()),
+                       "env": dict(os.environ if env is None else env), **files}
+            server.stdin.write(json.dumps(request) + "\n")
+            server.stdin.flush()
+            pid = json.loads(server.stdout.readline())["pid"]
+            expired = threading.Event()
+
+            def kill() -> None:
+                expired.set()
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+            timer = threading.Timer(timeout, kill) if timeout else None
+            if timer:
+                timer.start()
+            try:
+                returncode = json.loads(server.stdout.readline())["returncode"]
+            finally:
+                if timer:
+                    timer.cancel()
+            stdout, stderr = (Path(files[name]).read_text(errors="replace") for name in ("stdout", "stderr"))
+        command = [sys.executable, *arguments]
+        if expired.is_set():
+            raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
+        return subprocess.CompletedProcess(command, returncode, stdout, stderr)
+
+    def runpytest(self, pytester, *args, timeout: float | None = None):
+        """`pytester.runpytest_subprocess(*args)`: the same arguments (a
+        numbered --basetemp under the pytester's folder, its plugins as -p),
+        working directory and PYTHONPATH (the folder first), and result."""
+        import pytest
+        from _pytest.pathlib import make_numbered_dir
+
+        basetemp = make_numbered_dir(root=pytester.path, prefix="runpytest-", mode=0o700)
+        arguments = [f"--basetemp={basetemp}", *map(os.fspath, args)]
+        for plugin in pytester.plugins:
+            arguments = ["-p", plugin, *arguments]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH", "")]))
+        start = time.perf_counter()
+        done = self.run(["-m", "pytest", *arguments], cwd=os.getcwd(), env=env, timeout=timeout)
+        return pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
+                                time.perf_counter() - start)
+
+    def close(self) -> None:
+        if self._server is not None and self._server.poll() is None:
+            self._server.stdin.close()
+            self._server.wait(timeout=30)
+
+
+class WarmPytester:
+    """A pytester whose `runpytest_subprocess` runs pytest in a child of the
+    warm interpreter; everything else is the pytester's own."""
+
+    def __init__(self, pytester, python: WarmPython) -> None:
+        self._pytester = pytester
+        self._python = python
+
+    def __getattr__(self, name: str):
+        return getattr(self._pytester, name)
+
+    def runpytest_subprocess(self, *args, timeout: float | None = None):
+        return self._python.runpytest(self._pytester, *args, timeout=timeout)
+
+
+if __name__ == "__main__":
+    serve()
