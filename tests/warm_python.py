@@ -25,13 +25,13 @@ import importlib
 import json
 import os
 import runpy
+import select
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import traceback
 import types
 from pathlib import Path
 
@@ -64,6 +64,15 @@ def _python_path_entries(env: dict) -> list[str]:
 
 # ---------------------------------------------------------------- server side
 
+def _print_traceback(error: BaseException) -> None:
+    """The traceback from the command's own frames on: without this file's
+    and runpy's (a cold `python -m` shows two frames of runpy first)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, "<frozen runpy>"):
+        tb = tb.tb_next
+    sys.excepthook(type(error), error.with_traceback(tb), tb)
+
+
 def _child(request: dict, control: tuple[int, int], plugin_modules: list[str]) -> None:
     """In the forked child: become the requested `python ...` process; never returns."""
     code = 1
@@ -75,6 +84,9 @@ def _child(request: dict, control: tuple[int, int], plugin_modules: list[str]) -
         for fd, path, flags in ((0, request["stdin"], os.O_RDONLY),
                                 (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                                 (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+            if fd == 2 and path == request["stdout"]:
+                os.dup2(1, 2)  # one file, one offset: stderr=STDOUT
+                continue
             opened = os.open(path, flags, 0o600)
             os.dup2(opened, fd)
             os.close(opened)
@@ -84,6 +96,9 @@ def _child(request: dict, control: tuple[int, int], plugin_modules: list[str]) -
         inherited = _python_path_entries(dict(os.environ))
         os.environ.clear()
         os.environ.update(env)
+        if env.get("PYTHONUNBUFFERED"):  # read at interpreter start, which this child did not have
+            sys.stdout.reconfigure(write_through=True)
+            sys.stderr.reconfigure(write_through=True)
         rest = [p for p in sys.path[1:] if p not in inherited]
         for name in plugin_modules:
             sys.modules[name].__doc__ = (sys.modules[name].__doc__ or "") + "\nPYTEST_DONT_REWRITE"
@@ -107,8 +122,14 @@ def _child(request: dict, control: tuple[int, int], plugin_modules: list[str]) -
             else:
                 print(stop.code, file=sys.stderr)
                 code = 1
-        except BaseException:  # noqa: BLE001 - as the interpreter would: traceback, exit 1
-            traceback.print_exc()
+        except KeyboardInterrupt as stop:  # as the interpreter does: the traceback, then death by SIGINT
+            _print_traceback(stop)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        except BaseException as error:  # noqa: BLE001 - as the interpreter does: the traceback, exit 1
+            _print_traceback(error)
             code = 1
         atexit._run_exitfuncs()
         sys.stdout.flush()
@@ -153,24 +174,75 @@ def serve() -> None:
 
 # ---------------------------------------------------------------- client side
 
+class WarmProcess:
+    """A command running in a child of the warm interpreter, like a
+    `subprocess.Popen` whose output goes to files: `pid`, `send_signal`,
+    `kill`, `wait`, `communicate`. The warm interpreter runs one at a time."""
+
+    def __init__(self, python: "WarmPython", arguments: list[str], pid: int, folder: tempfile.TemporaryDirectory,
+                 files: dict[str, str]) -> None:
+        self.args = [sys.executable, *arguments]
+        self.pid, self.returncode = pid, None
+        self._python, self._folder, self._files = python, folder, files
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL to the child's process group (what it started dies too),
+        and reaped: the warm interpreter is free for the next command."""
+        if self.returncode is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.wait()
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = self._python._receive(timeout, self.args)["returncode"]
+            self._python._lock.release()
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """(stdout, stderr) once it has ended; on a timeout it keeps running, as with Popen."""
+        self.wait(timeout)
+        out = tuple(Path(self._files[name]).read_text(errors="replace") for name in ("stdout", "stderr"))
+        self._folder.cleanup()
+        return out
+
+
 class WarmPython:
-    """One server per test worker, started on first use; `run` is
+    """One server per test worker, started on first use. `run` is
     `subprocess.run([sys.executable, *arguments], capture_output=True,
-    text=True, ...)` for `-m module ...` and `-c code ...` commands."""
+    text=True, ...)` and `start` is `subprocess.Popen(...)` for `-m module
+    ...` and `-c code ...` commands."""
 
     def __init__(self) -> None:
         self._server: subprocess.Popen | None = None
         self._lock = threading.Lock()
+        self._received = b""
 
-    def _start(self) -> subprocess.Popen:
-        if self._server is None or self._server.poll() is not None:
-            self._server = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            text=True, start_new_session=True)
-            assert json.loads(self._server.stdout.readline()) == {"ready": True}
-        return self._server
+    def _receive(self, timeout: float | None, command: list[str]) -> dict:
+        """The server's next message; subprocess.TimeoutExpired if none comes in `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        fd = self._server.stdout.fileno()
+        while b"\n" not in self._received:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([fd], [], [], left)[0]:
+                raise subprocess.TimeoutExpired(command, timeout)
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise RuntimeError("the warm interpreter ended")
+            self._received += chunk
+        line, self._received = self._received.split(b"\n", 1)
+        return json.loads(line)
 
-    def run(self, arguments: list[str], *, cwd: str | os.PathLike | None = None, env: dict | None = None,
-            timeout: float | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+    def start(self, arguments: list[str], *, cwd: str | os.PathLike | None = None, env: dict | None = None,
+              input: str | None = None, merge_stderr: bool = False) -> WarmProcess:
+        """The command started in a forked child; `merge_stderr` sends its
+        stderr to its stdout (Popen's stderr=STDOUT)."""
         if arguments[0] == "-m":
             module, rest = arguments[1], list(arguments[2:])
         elif arguments[0].startswith("-m") and len(arguments[0]) > 2:
@@ -179,37 +251,38 @@ class WarmPython:
             module, rest = "", list(arguments[1:])
         else:
             raise ValueError(f"a warm run takes -m module or -c code, not {arguments[0]!r}")
-        with self._lock, tempfile.TemporaryDirectory(prefix="warm-python-") as tmp:
-            files = {name: str(Path(tmp) / name) for name in ("stdin", "stdout", "stderr")}
+        self._lock.acquire()
+        try:
+            if self._server is None or self._server.poll() is not None:
+                self._server = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
+                                                stdout=subprocess.PIPE, start_new_session=True)
+                self._received = b""
+                assert self._receive(None, [__file__]) == {"ready": True}
+            folder = tempfile.TemporaryDirectory(prefix="warm-python-")
+            files = {name: str(Path(folder.name) / name) for name in ("stdin", "stdout", "stderr")}
+            if merge_stderr:
+                files["stderr"] = files["stdout"]
             Path(files["stdin"]).write_text(input or "")
-            server = self._start()
             request = {"module": module, "arguments": [str(a) for a in rest], "cwd": str(cwd or os.getcwd()),
                        "env": dict(os.environ if env is None else env), **files}
-            server.stdin.write(json.dumps(request) + "\n")
-            server.stdin.flush()
-            pid = json.loads(server.stdout.readline())["pid"]
-            expired = threading.Event()
+            self._server.stdin.write((json.dumps(request) + "\n").encode())
+            self._server.stdin.flush()
+            pid = self._receive(None, arguments)["pid"]
+        except BaseException:
+            self._lock.release()
+            raise
+        return WarmProcess(self, list(arguments), pid, folder, files)
 
-            def kill() -> None:
-                expired.set()
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-
-            timer = threading.Timer(timeout, kill) if timeout else None
-            if timer:
-                timer.start()
-            try:
-                returncode = json.loads(server.stdout.readline())["returncode"]
-            finally:
-                if timer:
-                    timer.cancel()
-            stdout, stderr = (Path(files[name]).read_text(errors="replace") for name in ("stdout", "stderr"))
-        command = [sys.executable, *arguments]
-        if expired.is_set():
-            raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
-        return subprocess.CompletedProcess(command, returncode, stdout, stderr)
+    def run(self, arguments: list[str], *, cwd: str | os.PathLike | None = None, env: dict | None = None,
+            timeout: float | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+        process = self.start(arguments, cwd=cwd, env=env, input=input)
+        try:
+            stdout, stderr = process.communicate(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, stderr = process.communicate()
+            raise subprocess.TimeoutExpired(process.args, timeout, stdout, stderr) from None
+        return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
     def runpytest(self, pytester, *args, timeout: float | None = None):
         """`pytester.runpytest_subprocess(*args)`: the same arguments (a

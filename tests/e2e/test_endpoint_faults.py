@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -92,11 +90,12 @@ def test_a_hung_server_fails_its_checkpoint_in_seconds_and_the_others_keep_their
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
-def test_ctrl_c_stops_the_run_and_writes_a_report_marked_interrupted(tmp_path, answering, hung, smoke_lm_dir, workers):
+def test_ctrl_c_stops_the_run_and_writes_a_report_marked_interrupted(tmp_path, answering, hung, smoke_lm_dir, workers,
+                                                                     warm_python):
     # Under xdist only the controller sees Ctrl-C; its workers must stop too.
     env = {**os.environ, "OPENAI_API_KEY": "", "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen([sys.executable, *_command(tmp_path, answering, hung, smoke_lm_dir, "--endpoint-timeout", "600", *workers)],
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    process = warm_python.start(_command(tmp_path, answering, hung, smoke_lm_dir, "--endpoint-timeout", "600", *workers),
+                                cwd=ROOT, env=env, merge_stderr=True)
     try:
         assert hung.posted.wait(180), "the run never reached the hung checkpoint"
         time.sleep(2)  # under xdist the controller takes over Ctrl-C once it has seen a suite test start
