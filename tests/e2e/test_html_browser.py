@@ -145,24 +145,40 @@ def test_report_reads_at_desktop_and_phone_width(chromium, zoo_report, sweep_rep
     assert screenshot.stat().st_size > 10_000
 
 
+def open_items(page, check):
+    """Open a check's item list and wait for its table, which the page builds on opening."""
+    check.locator("details.items > summary").click()
+    check.locator(".scroll[data-ready]").wait_for()
+
+
 def test_drill_down_filter_and_retain_beside_the_checkpoint(chromium, zoo_report):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=chromium, args=list(CHROMIUM_FLAGS))
         page = browser.new_page(viewport={"width": 1440, "height": 900})
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
         page.goto(zoo_report.as_uri())
+        assert page.locator("tr.item").count() == 0  # item tables are built when opened, not before
+        page.locator("#cp-ga > summary").click()
         check = page.locator("#c-ga-dusk-shared_knowledge_kept")
         assert check.locator("dt", has_text="must be").count() == 1
         assert "≥" in check.locator("dd").nth(3).text_content()
+        open_items(page, check)
         assert check.locator("th", has_text="generation (retain)").count() == 1
         fq = page.locator("#c-ga-tofu-forget_quality_like_retain")
+        open_items(page, fq)
         assert fq.locator("th", has_text="forget_truth_ratio (retain)").count() == 1  # per-item table for FQ
-        assert page.locator("#c-ga-uds-knowledge_erased_in_depth th", has_text="uds (this)").count() == 1
         assert page.locator("tr.item.bad").count() > 0 and page.locator("tr.item:not(.bad)").count() > 0
         page.locator("#only-failures").check()  # the drill-down filter hides items that pass
         assert page.locator("tr.item:not(.bad)").evaluate_all("rows => rows.every(r => r.style.display === 'none')")
+        uds = page.locator("#c-ga-uds-knowledge_erased_in_depth")
+        open_items(page, uds)  # opened after the filter was set: the filter applies to it too
+        assert uds.locator("th", has_text="uds (this)").count() == 1
+        assert uds.locator("tr.item:not(.bad)").evaluate_all("rows => rows.every(r => r.style.display === 'none')")
         browser.close()
+    assert errors == []
 
 
 def test_zoo_ranking_puts_the_collapsed_ga_below_simnpo_and_ranks_no_reference(zoo_report):

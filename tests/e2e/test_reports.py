@@ -4,7 +4,9 @@ ranking: test_verdicts.py.)"""
 
 from __future__ import annotations
 
+import base64
 import copy
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -42,11 +44,22 @@ def synthetic(checkpoints: dict[str, dict[str, dict]], fingerprint="data-1") -> 
 
 
 # --------------------------------------------------------------------- html
+def item_tables(page: str, checkpoint: str) -> list[str]:
+    """A checkpoint's item tables as the page carries them: base64 of a gzipped JSON list, in its drill-down."""
+    block = page[page.index(f'<details class="cp" id="cp-{checkpoint}">'):]
+    block = block[:block.index("</details>\n") if "</details>\n" in block else len(block)]
+    start = block.index('<script type="application/octet-stream" class="item-tables">')
+    packed = block[block.index(">", start) + 1:block.index("</script>", start)]
+    return json.loads(gzip.decompress(base64.b64decode(packed)))
+
+
 def test_html_is_self_contained_escaped_and_marks_failing_items():
     report = synthetic({"good": {"c1": verdict("pass", 0.6, 0.5)},
                         "bad": {"c1": verdict("fail", 0.3, 0.5, metric="m")}})
     page = html.render(report)
-    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert page == html.render(report)  # the same report, the same bytes
+    [table] = item_tables(page, "bad")
+    assert "<script>alert(1)</script>" not in page + table and "&lt;script&gt;alert(1)&lt;/script&gt;" in table
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert "https://" not in page and "<link" not in page and "src=" not in page
     assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
@@ -54,8 +67,9 @@ def test_html_is_self_contained_escaped_and_marks_failing_items():
     assert matrix.index("<th>good</th>") < matrix.index("<th>bad</th>")  # the ranking's order: the passing one first
     assert 'href="#c-bad-s-c1"' in matrix and 'id="c-bad-s-c1"' in page  # a cell links to its check
     bad_check = page[page.index('id="c-bad-s-c1"'):]
-    assert '<tr class="item bad"><td>i2</td>' in bad_check  # 0.1 < 0.5: on the failing side of the bound
-    assert '<tr class="item"><td>i1</td>' in bad_check
+    assert '<details class="items" data-table="0"><summary>2 items, 1 on the failing side of the bound' in bad_check
+    assert '<tr class="item bad"><td>i2</td>' in table  # 0.1 < 0.5: on the failing side of the bound
+    assert '<tr class="item"><td>i1</td>' in table
     assert "must be</dt><dd>&gt;= 0.5" not in bad_check and "≥ 0.5" in bad_check  # the bound with its direction
 
 

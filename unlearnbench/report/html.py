@@ -9,10 +9,18 @@ cell links to its check's drill-down), the plots (report/svg.py), and per
 checkpoint the drill-down of every check: value, CI, bound with its
 direction, rationale, and the items, with the retain model's output beside
 the checkpoint's.
+
+The item tables are most of a report's bytes (a 150-checkpoint sweep's
+per-item tables alone were 45 MB of HTML, and Chromium took seconds per
+interaction on that DOM). Each checkpoint's tables are written once, as a
+gzip-compressed JSON list inside an inert <script> block, and a table
+becomes HTML when its item list is first opened.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import html
 import json
 
@@ -72,8 +80,18 @@ tr.bad td:first-child{border-left:4px solid #c44e52}
 @media (max-width:600px){body{padding:8px;font-size:13px}td,th{padding:2px 4px}}
 """
 SCRIPT = """
-function onlyFailures(box){document.querySelectorAll('tr.item').forEach(function(r){
+function onlyFailures(box,root){(root||document).querySelectorAll('tr.item').forEach(function(r){
 r.style.display=(box.checked&&!r.classList.contains('bad'))?'none':'';});}
+var itemTables={};
+function tablesOf(cp){if(!itemTables[cp.id]){var packed=cp.querySelector('script.item-tables').textContent;
+var bytes=Uint8Array.from(atob(packed),function(c){return c.charCodeAt(0);});
+itemTables[cp.id]=new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'))).text()
+.then(JSON.parse);}return itemTables[cp.id];}
+function loadItems(d){if(d.dataset.loaded)return;d.dataset.loaded='1';tablesOf(d.closest('details.cp')).then(function(t){
+var box=d.querySelector('.scroll');box.innerHTML=t[Number(d.dataset.table)];
+onlyFailures(document.getElementById('only-failures'),box);box.dataset.ready='1';});}
+document.addEventListener('toggle',function(e){var d=e.target;
+if(d.matches&&d.matches('details.items')&&d.open)loadItems(d);},true);
 function toggleSuite(button){var body=button.closest('tbody');body.classList.toggle('collapsed');
 button.textContent=body.classList.contains('collapsed')?'+':'−';}
 function openTarget(){var id=decodeURIComponent(location.hash.slice(1));var el=id&&document.getElementById(id);
@@ -276,9 +294,12 @@ def _per_item_source(suite: str, metric: str) -> str:
     return dict(SUITES[suite].per_item_source).get(metric, metric) if suite in SUITES else metric
 
 
-def _items_table(metric_name: str, source: str, result: dict, verdict: dict, retain: dict | None) -> str:
+def _items_table(metric_name: str, source: str, result: dict, verdict: dict, retain: dict | None,
+                 tables: list[str]) -> str:
     """The check's items: per-item value, the item's fields, and the retain
-    model's output for the same item beside the checkpoint's."""
+    model's output for the same item beside the checkpoint's. The table
+    itself is appended to `tables` (its checkpoint's, packed by
+    `_packed_tables`); the page gets the item list, which loads it on opening."""
     metrics = result["metrics"]
     metric = metrics.get(source) or {}
     per_item = metric.get("per_item") or {}
@@ -312,13 +333,23 @@ def _items_table(metric_name: str, source: str, result: dict, verdict: dict, ret
     failing = sum('class="item bad"' in r for r in rows)
     what = (f"{failing} on the failing side of the bound" if source == metric_name else
             f"{source} per item ({metric_name} is computed over all of them)")
-    return (f"<details><summary>{len(ids)} items{note}, {what}</summary>"
-            f'<div class="scroll"><table><tr>{"".join(f"<th>{_e(h)}</th>" for h in head)}</tr>{"".join(rows)}'
-            f"</table></div></details>")
+    tables.append(f'<table><tr>{"".join(f"<th>{_e(h)}</th>" for h in head)}</tr>{"".join(rows)}</table>')
+    return (f'<details class="items" data-table="{len(tables) - 1}"><summary>{len(ids)} items{note}, {what}</summary>'
+            f'<div class="scroll"></div></details>')
+
+
+def _packed_tables(tables: list[str]) -> str:
+    """A checkpoint's item tables for the page: base64 of the gzipped JSON
+    list (no timestamp in the gzip header: the same report renders to the
+    same bytes)."""
+    if not tables:
+        return ""
+    packed = base64.b64encode(gzip.compress(json.dumps(tables).encode(), mtime=0)).decode()
+    return f'<script type="application/octet-stream" class="item-tables">{packed}</script>'
 
 
 def _check_block(name: str, suite: str, check: str, v: dict, result: dict, retain: dict | None,
-                 retain_fails: bool) -> str:
+                 retain_fails: bool, tables: list[str]) -> str:
     metric = result["metrics"].get(v.get("metric") or "", {})
     hw = half_width(v.get("ci"))
     value = "" if v.get("value") is None else (
@@ -332,7 +363,8 @@ def _check_block(name: str, suite: str, check: str, v: dict, result: dict, retai
             ("must be", _e(bound)),
             ("why", _e(v.get("rationale", ""))), ("result", _e(v.get("reason", "")))]
     dl = "".join(f"<dt>{k}</dt><dd>{val}</dd>" for k, val in rows if val)
-    items = _items_table(v["metric"], _per_item_source(suite, v["metric"]), result, v, retain) if v.get("metric") else ""
+    items = (_items_table(v["metric"], _per_item_source(suite, v["metric"]), result, v, retain, tables)
+             if v.get("metric") else "")
     return (f'<div class="check" id="{check_anchor(name, suite, check)}"><h4>{_e(suite)} · {_e(check)}</h4>'
             f"<dl>{dl}</dl>{items}</div>")
 
@@ -342,15 +374,15 @@ def _drilldown(report: dict, a: dict) -> str:
     out = []
     for name in a["order"]:
         cp, verdict = report["checkpoints"][name], a["verdicts"][name]
-        blocks = []
+        blocks, tables = [], []
         for suite, result in cp["suites"].items():
             retain = report["checkpoints"][retain_name]["suites"].get(suite) if retain_name and retain_name != name else None
             for check, v in sorted(result["checks"].items(), key=lambda kv: OUTCOME_ORDER.get(kv[1]["outcome"], 9)):
                 blocks.append(_check_block(name, suite, check, v, result, retain,
-                                           f"{suite}.{check}" in verdict["retain_fails_too"]))
+                                           f"{suite}.{check}" in verdict["retain_fails_too"], tables))
         out.append(f'<details class="cp" id="cp-{_slug(name)}"><summary>{_e(name)}{_badge(verdict["role"])} '
                    f"{_pill(verdict['verdict'])} <small>{_e(suite_counts(verdict))}</small></summary>"
-                   f"<p class=\"meta\">{_e(verdict['summary'])}</p>{''.join(blocks)}</details>")
+                   f"<p class=\"meta\">{_e(verdict['summary'])}</p>{''.join(blocks)}{_packed_tables(tables)}</details>")
     return "".join(out)
 
 
@@ -378,6 +410,7 @@ order above. ✓ pass, ✗ fail, ? inconclusive, – skipped, — not run. A cel
 details.</p>{_matrix(report, a)}
 <h2>Plots</h2>{plot_html or '<p>No plotted suite in this run.</p>'}
 <h2>Details</h2><label><input type="checkbox" id="only-failures" onchange="onlyFailures(this)"> show only the
-items on the failing side of a bound</label>{_drilldown(report, a)}
+items on the failing side of a bound</label><noscript><p class="meta">The item lists need JavaScript to open; every
+item is also in report.json and results.jsonl.</p></noscript>{_drilldown(report, a)}
 </body></html>
 """
