@@ -4,8 +4,8 @@ interpreter that has already imported the heavy third-party libraries.
 
 A cold `python -m pytest suites/dusk ...` spends ~7 s of one core importing
 torch, transformers, sentence-transformers, scipy, datasets ... before it
-evaluates anything, and ~2 s tearing them down; the end-to-end tests start ~60
-such runs. Here a server process imports them once per test worker, then
+evaluates anything, and ~2 s tearing them down; the end-to-end tests start
+dozens of such runs. Here a server process imports them once per test worker, then
 forks a child per command: the child is a fresh process (its own pid, memory,
 cwd, environment, argv, file descriptors and exit status), whose first import
 of those libraries is a dictionary lookup. The code under test is not
@@ -13,8 +13,8 @@ imported before the fork (unlearnbench, suites, conftest files), so it starts
 as in a cold process and reads the child's environment.
 
 Not for what must see a cold interpreter (which modules a command imports:
-tests/unit/test_import_graph.py) or what streams its output while it runs
-(the Ctrl-C tests use a real subprocess).
+tests/unit/test_import_graph.py), nor for reading a command's output while it
+runs: its output goes to files, read when it has ended.
 """
 
 from __future__ import annotations
