@@ -181,6 +181,23 @@ def test_drill_down_filter_and_retain_beside_the_checkpoint(chromium, zoo_report
     assert errors == []
 
 
+def test_an_item_list_a_browser_cannot_unpack_says_where_the_items_are(chromium, zoo_report):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium, args=list(CHROMIUM_FLAGS))
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.add_init_script("delete window.DecompressionStream")  # a browser without it (Safari < 16.4)
+        page.goto(zoo_report.as_uri())
+        page.locator("#cp-ga > summary").click()
+        check = page.locator("#c-ga-dusk-shared_knowledge_kept")
+        check.locator("details.items > summary").click()
+        message = check.locator(".scroll", has_text="could not unpack the item table")
+        message.wait_for()
+        assert "the items are in report.json" in message.text_content()
+        browser.close()
+
+
 def test_zoo_ranking_puts_the_collapsed_ga_below_simnpo_and_ranks_no_reference(zoo_report):
     """The zoo's own run: `ga` (model utility 0) below `simnpo`; `full` and
     `retain` are anchors; robustness-only `shallow` and the smoke models are

@@ -87,9 +87,10 @@ function tablesOf(cp){if(!itemTables[cp.id]){var packed=cp.querySelector('script
 var bytes=Uint8Array.from(atob(packed),function(c){return c.charCodeAt(0);});
 itemTables[cp.id]=new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'))).text()
 .then(JSON.parse);}return itemTables[cp.id];}
-function loadItems(d){if(d.dataset.loaded)return;d.dataset.loaded='1';tablesOf(d.closest('details.cp')).then(function(t){
-var box=d.querySelector('.scroll');box.innerHTML=t[Number(d.dataset.table)];
-onlyFailures(document.getElementById('only-failures'),box);box.dataset.ready='1';});}
+function loadItems(d){if(d.dataset.loaded)return;d.dataset.loaded='1';var box=d.querySelector('.scroll');
+Promise.resolve(d.closest('details.cp')).then(tablesOf).then(function(t){box.innerHTML=t[Number(d.dataset.table)];
+onlyFailures(document.getElementById('only-failures'),box);box.dataset.ready='1';},function(e){
+box.textContent='This browser could not unpack the item table ('+e+'); the items are in report.json.';});}
 document.addEventListener('toggle',function(e){var d=e.target;
 if(d.matches&&d.matches('details.items')&&d.open)loadItems(d);},true);
 function toggleSuite(button){var body=button.closest('tbody');body.classList.toggle('collapsed');
