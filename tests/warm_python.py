@@ -245,8 +245,6 @@ class WarmPython:
         stderr to its stdout (Popen's stderr=STDOUT)."""
         if arguments[0] == "-m":
             module, rest = arguments[1], list(arguments[2:])
-        elif arguments[0].startswith("-m") and len(arguments[0]) > 2:
-            module, rest = arguments[0][2:], list(arguments[1:])
         elif arguments[0] == "-c":
             module, rest = "", list(arguments[1:])
         else:

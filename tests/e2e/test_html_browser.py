@@ -145,7 +145,7 @@ def test_report_reads_at_desktop_and_phone_width(chromium, zoo_report, sweep_rep
     assert screenshot.stat().st_size > 10_000
 
 
-def open_items(page, check):
+def open_items(check):
     """Open a check's item list and wait for its table, which the page builds on opening."""
     check.locator("details.items > summary").click()
     check.locator(".scroll[data-ready]").wait_for()
@@ -165,16 +165,16 @@ def test_drill_down_filter_and_retain_beside_the_checkpoint(chromium, zoo_report
         check = page.locator("#c-ga-dusk-shared_knowledge_kept")
         assert check.locator("dt", has_text="must be").count() == 1
         assert "≥" in check.locator("dd").nth(3).text_content()
-        open_items(page, check)
+        open_items(check)
         assert check.locator("th", has_text="generation (retain)").count() == 1
         fq = page.locator("#c-ga-tofu-forget_quality_like_retain")
-        open_items(page, fq)
+        open_items(fq)
         assert fq.locator("th", has_text="forget_truth_ratio (retain)").count() == 1  # per-item table for FQ
         assert page.locator("tr.item.bad").count() > 0 and page.locator("tr.item:not(.bad)").count() > 0
         page.locator("#only-failures").check()  # the drill-down filter hides items that pass
         assert page.locator("tr.item:not(.bad)").evaluate_all("rows => rows.every(r => r.style.display === 'none')")
         uds = page.locator("#c-ga-uds-knowledge_erased_in_depth")
-        open_items(page, uds)  # opened after the filter was set: the filter applies to it too
+        open_items(uds)  # opened after the filter was set: the filter applies to it too
         assert uds.locator("th", has_text="uds (this)").count() == 1
         assert uds.locator("tr.item:not(.bad)").evaluate_all("rows => rows.every(r => r.style.display === 'none')")
         browser.close()

@@ -46,10 +46,9 @@ def synthetic(checkpoints: dict[str, dict[str, dict]], fingerprint="data-1") -> 
 # --------------------------------------------------------------------- html
 def item_tables(page: str, checkpoint: str) -> list[str]:
     """A checkpoint's item tables as the page carries them: base64 of a gzipped JSON list, in its drill-down."""
-    block = page[page.index(f'<details class="cp" id="cp-{checkpoint}">'):]
-    block = block[:block.index("</details>\n") if "</details>\n" in block else len(block)]
-    start = block.index('<script type="application/octet-stream" class="item-tables">')
-    packed = block[block.index(">", start) + 1:block.index("</script>", start)]
+    marker = '<script type="application/octet-stream" class="item-tables">'
+    start = page.index(marker, page.index(f'<details class="cp" id="cp-{checkpoint}">')) + len(marker)
+    packed = page[start:page.index("</script>", start)]
     return json.loads(gzip.decompress(base64.b64decode(packed)))
 
 
