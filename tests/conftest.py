@@ -154,6 +154,15 @@ def cache_dir(tmp_path_factory, request):
 
 
 @pytest.fixture(scope="session")
+def reference_results():
+    """Independent implementations' results, kept per machine beside the zoo
+    store under a content key (tests/reference_results.py)."""
+    from reference_results import ReferenceResults
+
+    return ReferenceResults(zoo_store().with_name("test-references"), model_store() / "fingerprints.json")
+
+
+@pytest.fixture(scope="session")
 def warm_python():
     """Runs the tests' `python -m pytest ...`, `python -m unlearnbench.cli ...`
     and `python -c ...` commands in forked children of an interpreter that has

@@ -207,7 +207,7 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
 
 @pytest.mark.real_model
 def test_every_muse_metric_equals_a_naive_implementation_on_smollm2(smollm2, smollm2_dir, perturbed_smollm2_dir,
-                                                                    zoo_muse, tmp_path):
+                                                                    zoo_muse, tmp_path, reference_results):
     """SmolLM2-135M-Instruct on the zoo's MUSE set (2 items a split), every
     ICL example before each KnowMem question, VerbMem and KnowMem replies cut
     at 32 and 16 tokens, PrivLeak texts cut at 32 tokens (most are longer, so
@@ -223,7 +223,9 @@ def test_every_muse_metric_equals_a_naive_implementation_on_smollm2(smollm2, smo
     retain = ModelHandle.load(str(perturbed_smollm2_dir), name="retain", device="cpu")
     refs = References(retain=retain, memo=SuiteMemo(DiskCache(tmp_path / "cache"), "muse", data.fingerprint, 1))
     ours = muse.evaluate(smollm2, data, refs)
-    naive = naive_metrics(smollm2_dir, perturbed_smollm2_dir, data)
+    naive = reference_results.get(
+        "muse-naive", lambda: naive_metrics(smollm2_dir, perturbed_smollm2_dir, data), code=[naive_metrics],
+        inputs=(data.verbmem, data.knowmem, data.privleak, data.params), models=[smollm2_dir, perturbed_smollm2_dir])
     assert set(naive) == set(SUITES["muse"].metric_names)
     for name, value in naive.items():
         assert ours[name].value == pytest.approx(value, abs=1e-4), name

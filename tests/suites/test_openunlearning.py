@@ -115,12 +115,14 @@ def assert_equal_to_openunlearning(ours: dict, theirs: dict):
 
 @pytest.mark.real_model
 @pytest.mark.parametrize("family", ["smollm2", "llama3-bos"])
-def test_tofu_reference_convention_equals_openunlearnings_code(families, family, data_root):
+def test_tofu_reference_convention_equals_openunlearnings_code(families, family, data_root, reference_results):
     model_dir, retain_dir, template = families[family]
     files = {"forget": "forget10_perturbed", "retain": "retain_perturbed", "real_authors": "real_authors_perturbed",
              "world_facts": "world_facts_perturbed", "holdout": "holdout10"}
     sets = {name: rows(data_root / "tofu" / f"{stem}.json") for name, stem in files.items()}
-    theirs, their_replies = ou.tofu(*hf(model_dir), *hf(retain_dir), sets, template, TOFU_TOKENS)
+    theirs, their_replies = reference_results.get(
+        f"openunlearning-tofu-{family}", lambda: ou.tofu(*hf(model_dir), *hf(retain_dir), sets, template, TOFU_TOKENS),
+        code=[ou, hf], inputs=(sets, template, TOFU_TOKENS), models=[model_dir, retain_dir])
 
     data = tofu_data.load(data_root, {"convention": "reference", "max_items": ITEMS, "max_new_tokens": TOFU_TOKENS})
     ours = tofu.evaluate(ours_model(model_dir, "model"), data, References(retain=ours_model(retain_dir, "retain")))
@@ -135,7 +137,7 @@ def test_tofu_reference_convention_equals_openunlearnings_code(families, family,
 
 @pytest.mark.real_model
 @pytest.mark.parametrize("family", ["smollm2", "llama3-bos"])
-def test_muse_reference_convention_equals_openunlearnings_code(families, family, data_root):
+def test_muse_reference_convention_equals_openunlearnings_code(families, family, data_root, reference_results):
     model_dir, retain_dir, template = families[family]
     root = data_root / "muse"
     icl = {split: rows(root / "knowmem" / f"{split}_icl.json", 0) for split in ("forget_qa", "retain_qa")}
@@ -146,7 +148,9 @@ def test_muse_reference_convention_equals_openunlearnings_code(families, family,
             "privleak_holdout": rows(root / "privleak" / "holdout.json")}
     data["privleak_forget"] = [r["text"] if isinstance(r, dict) else r for r in data["privleak_forget"]]
     data["privleak_holdout"] = [r["text"] if isinstance(r, dict) else r for r in data["privleak_holdout"]]
-    theirs, their_replies = ou.muse(*hf(model_dir), *hf(retain_dir), data, template, *MUSE_TOKENS)
+    theirs, their_replies = reference_results.get(
+        f"openunlearning-muse-{family}", lambda: ou.muse(*hf(model_dir), *hf(retain_dir), data, template, *MUSE_TOKENS),
+        code=[ou, hf], inputs=(data, template, MUSE_TOKENS), models=[model_dir, retain_dir])
 
     loaded = muse_data.load(data_root, {"convention": "reference", "max_items": ITEMS, "icl_shots": -1,
                                         "verbmem_max_new_tokens": MUSE_TOKENS[0],

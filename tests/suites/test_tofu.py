@@ -179,7 +179,7 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
 
 @pytest.mark.real_model
 def test_every_tofu_metric_equals_a_naive_implementation_on_smollm2(smollm2, smollm2_dir, perturbed_smollm2_dir,
-                                                                    zoo_tofu, tmp_path):
+                                                                    zoo_tofu, tmp_path, reference_results):
     """SmolLM2-135M-Instruct with its chat template on the zoo's TOFU set
     (2 items a set, replies cut at 24 tokens: every code path, a fraction of
     the work), a noise-perturbed copy as the retain model."""
@@ -193,7 +193,9 @@ def test_every_tofu_metric_equals_a_naive_implementation_on_smollm2(smollm2, smo
     data = tofu_data.load(zoo_tofu, {"max_items": "2", "max_new_tokens": "24"})
     refs = References(retain=retain, memo=SuiteMemo(DiskCache(tmp_path / "cache"), "tofu", data.fingerprint, 1))
     ours = tofu.evaluate(smollm2, data, refs)
-    naive = naive_metrics(smollm2_dir, retain_dir, data)
+    naive = reference_results.get("tofu-naive", lambda: naive_metrics(smollm2_dir, retain_dir, data),
+                                  code=[naive_metrics], inputs=(data.sets, data.params),
+                                  models=[smollm2_dir, retain_dir])
     assert set(naive) == set(SUITES["tofu"].metric_names)
     for name, value in naive.items():
         assert ours[name].value == pytest.approx(value, abs=1e-4), name

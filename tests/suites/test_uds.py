@@ -10,6 +10,9 @@ import pytest
 import torch
 
 from unlearnbench.errors import DataError
+from unlearnbench.models import handle as handle_module
+from unlearnbench.models import loading as loading_module
+from unlearnbench.models import patching as patching_module
 from unlearnbench.models.handle import ModelHandle
 from unlearnbench.suites.uds import data as uds_data
 from unlearnbench.suites.uds import metrics as uds
@@ -55,6 +58,10 @@ def naive_deltas(target, source, sequences, spans, *, hidden_states: bool = Fals
             handle.remove()
         out.append(row)
     return np.array(out)
+
+
+# What a stored naive result depends on besides this module: the handles it runs on load and find their blocks there.
+NAIVE_CODE = [naive_deltas, handle_module, patching_module, loading_module]
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +166,7 @@ def test_gpt2_falls_back_to_the_exact_path(smoke_tokenizer):
 
 
 @pytest.mark.real_model
-def test_smollm2_fast_path_equals_naive_reference(smollm2, smollm2_dir, tofu_items):
+def test_smollm2_fast_path_equals_naive_reference(smollm2, smollm2_dir, tofu_items, reference_results):
     data = uds_data.load(str(tofu_items), {"max_items": 2})  # two items of different lengths: a padded batch
     items, sequences, spans, skipped = uds.encode_items(smollm2, data.items)
     assert len(items) == 2 and smollm2.drives_blocks and len(set(map(len, sequences))) == 2
@@ -176,7 +183,9 @@ def test_smollm2_fast_path_equals_naive_reference(smollm2, smollm2_dir, tofu_ite
                 weight.add_(torch.randn_like(weight) * 0.02)
     fast = uds.layer_deltas(smollm2, perturbed, sequences, spans)
     assert np.abs(fast).max() > 1e-2
-    np.testing.assert_allclose(fast, naive_deltas(smollm2, perturbed, sequences, spans), atol=1e-4)
+    naive = reference_results.get("uds-naive-perturbed", lambda: naive_deltas(smollm2, perturbed, sequences, spans),
+                                  code=NAIVE_CODE, inputs=(sequences, spans), models=[smollm2_dir])
+    np.testing.assert_allclose(fast, naive, atol=1e-4)
 
 
 # ---------------------------------------------- the reference code's convention
@@ -201,12 +210,15 @@ def test_reference_convention_patches_hidden_states_like_the_public_code(zoo_han
 
 
 @pytest.mark.real_model
-def test_reference_convention_on_smollm2_equals_the_naive_reference(smollm2, tofu_items):
+def test_reference_convention_on_smollm2_equals_the_naive_reference(smollm2, smollm2_dir, tofu_items,
+                                                                   reference_results):
     data = uds_data.load(str(tofu_items), {"max_items": 2})
     items, sequences, spans, _ = reference_items(smollm2, data.items)
     ours = uds.layer_deltas(smollm2, smollm2, sequences, spans, convention="reference")
-    np.testing.assert_allclose(ours, naive_deltas(smollm2, smollm2, sequences, spans, hidden_states=True),
-                               atol=1e-4)
+    naive = reference_results.get(
+        "uds-naive-hidden-states", lambda: naive_deltas(smollm2, smollm2, sequences, spans, hidden_states=True),
+        code=NAIVE_CODE, inputs=(sequences, spans), models=[smollm2_dir])
+    np.testing.assert_allclose(ours, naive, atol=1e-4)
     assert np.abs(ours[:, :-1]).max() < 1e-5 and np.abs(ours[:, -1]).min() > 1e-3
 
 

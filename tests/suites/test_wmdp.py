@@ -207,11 +207,13 @@ def run_lm_eval(model_dir: Path, tasks: dict[str, str], folder: Path, batch_size
 
 
 @pytest.mark.real_model
-def test_accuracy_equals_lm_evals_own_wmdp_task_on_smollm2(smollm2, smollm2_dir, tmp_path):
+def test_accuracy_equals_lm_evals_own_wmdp_task_on_smollm2(smollm2, smollm2_dir, tmp_path, reference_results):
     pytest.importorskip("lm_eval", reason="pip install 'unlearnbench[lmeval]' (the dev extra installs it)")
     subset = write_subset(tmp_path / "wmdp-bio.jsonl", QUESTIONS)
-    theirs = run_lm_eval(smollm2_dir, {"local_wmdp_bio": local_task("local_wmdp_bio", subset, *LETTERS),
-                                       "local_bio_cloze": local_task("local_bio_cloze", subset, *CLOZE)}, tmp_path)
+    tasks = {"local_wmdp_bio": local_task("local_wmdp_bio", subset, *LETTERS),
+             "local_bio_cloze": local_task("local_bio_cloze", subset, *CLOZE)}
+    theirs = reference_results.get("lm-eval-wmdp", lambda: run_lm_eval(smollm2_dir, tasks, tmp_path),
+                                   code=[run_lm_eval], inputs=(QUESTIONS, LETTERS, CLOZE), models=[smollm2_dir])
     for form, task in (("letters", "local_wmdp_bio"), ("cloze", "local_bio_cloze")):
         data = wmdp_data.load(tmp_path, {"format": form})
         ours = wmdp.evaluate(smollm2, data)["wmdp_bio"]
