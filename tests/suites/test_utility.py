@@ -107,11 +107,19 @@ def responses(output: dict, task: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def lm_eval_hf(smollm2_dir, task_dir):
-    """lm-eval's own HF backend on SmolLM2, every task."""
-    from lm_eval.models.huggingface import HFLM
+def lm_eval_hf(smollm2_dir, task_dir, reference_results):
+    """lm-eval's own HF backend on SmolLM2, every task: per task its results and
+    its samples' doc ids, arguments and responses (kept per machine: tests/reference_results.py)."""
+    def run() -> dict:
+        from lm_eval.models.huggingface import HFLM
 
-    return evaluate(HFLM(pretrained=str(smollm2_dir), device="cpu", batch_size=4, dtype="float32"), task_dir)
+        output = evaluate(HFLM(pretrained=str(smollm2_dir), device="cpu", batch_size=4, dtype="float32"), task_dir)
+        return {"results": output["results"],
+                "samples": {task: [{key: s[key] for key in ("doc_id", "arguments", "resps")} for s in samples]
+                            for task, samples in output["samples"].items()}}
+
+    return reference_results.get("lm-eval-hf-utility", run, code=[evaluate], inputs=(DOCS, TASKS),
+                                 models=[smollm2_dir])
 
 
 def assert_same_results(ours: dict, theirs: dict, tasks, *, greedy: bool = True) -> None:
