@@ -121,13 +121,23 @@ class CompletionsServer:
         """The prompts' log-probs, with prefix caching as vLLM does it: prompts
         that share most of their tokens with the one before them (one question
         with each answer label) run their shared prefix once and only their
-        own tail on its KV cache."""
+        own tail on its KV cache; tails of one length run as one batch, as
+        vLLM batches the requests it holds."""
         out = []
         for group in _prefix_groups(prompts):
             shared = min(min(len(ids) for ids in group) - 1, _common_prefix_length(group))
             head = self.model(input_ids=torch.tensor([group[0][:shared]]), use_cache=True) if shared else None
             # transformers 5 renamed the KV-cache argument and its output field alike
             cache = None if head is None else getattr(head, self._cache_argument)
+            tails = [ids[shared:] for ids in group]
+            if cache is not None and len(group) > 1 and len({len(t) for t in tails}) == 1:
+                cache.batch_repeat_interleave(len(group))
+                batch = self.model(input_ids=torch.tensor(tails), use_cache=True, **{self._cache_argument: cache})
+                head_logp = torch.log_softmax(head.logits[0].float(), dim=-1)
+                for row, ids in enumerate(group):
+                    logp = torch.cat([head_logp, torch.log_softmax(batch.logits[row].float(), dim=-1)])
+                    out.append(self._logprobs(ids, logp, top))
+                continue
             for ids in group:
                 tail = self.model(input_ids=torch.tensor([ids[shared:]]), use_cache=True, **{self._cache_argument: cache})
                 if head is not None:
