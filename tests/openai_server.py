@@ -130,22 +130,21 @@ class CompletionsServer:
             # transformers 5 renamed the KV-cache argument and its output field alike
             cache = None if head is None else getattr(head, self._cache_argument)
             tails = [ids[shared:] for ids in group]
-            if cache is not None and len(group) > 1 and len({len(t) for t in tails}) == 1:
+            if cache is not None and len({len(t) for t in tails}) == 1:
                 cache.batch_repeat_interleave(len(group))
-                batch = self.model(input_ids=torch.tensor(tails), use_cache=True, **{self._cache_argument: cache})
-                head_logp = torch.log_softmax(head.logits[0].float(), dim=-1)
-                for row, ids in enumerate(group):
-                    logp = torch.cat([head_logp, torch.log_softmax(batch.logits[row].float(), dim=-1)])
-                    out.append(self._logprobs(ids, logp, top))
-                continue
-            for ids in group:
-                tail = self.model(input_ids=torch.tensor([ids[shared:]]), use_cache=True, **{self._cache_argument: cache})
-                if head is not None:
-                    cache.crop(shared - len(ids))  # drop this tail again
-                    logits = torch.cat([head.logits[0], tail.logits[0]])
-                else:
-                    logits = tail.logits[0]
-                out.append(self._logprobs(ids, torch.log_softmax(logits.float(), dim=-1), top))
+                tail_logits = list(self.model(input_ids=torch.tensor(tails), use_cache=True,
+                                              **{self._cache_argument: cache}).logits)
+            else:
+                tail_logits = []
+                for tail in tails:
+                    tail_logits.append(self.model(input_ids=torch.tensor([tail]), use_cache=True,
+                                                  **{self._cache_argument: cache}).logits[0])
+                    if cache is not None:
+                        cache.crop(-len(tail))  # drop this tail again
+            head_logp = [] if head is None else [torch.log_softmax(head.logits[0].float(), dim=-1)]
+            for ids, logits in zip(group, tail_logits):
+                logp = torch.cat([*head_logp, torch.log_softmax(logits.float(), dim=-1)])
+                out.append(self._logprobs(ids, logp, top))
         return out
 
     def _logprobs(self, ids: list[int], logp: torch.Tensor, top: int | None) -> dict:

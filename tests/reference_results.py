@@ -78,9 +78,8 @@ class ReferenceResults:
         path = self.root / f"{name}-{self.key(name, code=code, inputs=inputs, models=models)}.pickle"
         if path.is_file() and not self.recompute:
             return pickle.loads(path.read_bytes())
+        from unlearnbench.atomic import atomic_write_bytes
+
         result = compute()
-        self.root.mkdir(parents=True, exist_ok=True)
-        staging = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        staging.write_bytes(pickle.dumps(result, protocol=5))
-        staging.replace(path)  # atomic: a concurrent worker reads the whole result or none
+        atomic_write_bytes(path, pickle.dumps(result, protocol=5))  # a concurrent worker reads all of it or none
         return result
