@@ -63,7 +63,7 @@ def ray_cluster():
 
 @pytest.fixture
 def project(tmp_path):
-    for suite in ("smoke", "dusk"):
+    for suite in ("smoke", "uds"):
         shutil.copytree(ROOT / "suites" / suite, tmp_path / "suites" / suite)
     shutil.copytree(ROOT / "thresholds", tmp_path / "thresholds")
     return tmp_path
@@ -82,13 +82,14 @@ def test_a_ray_sweep_gives_the_one_run_report(ray_cluster, project, cache_dir, z
     from unlearnbench.fixtures import zoo
 
     models = [a for name in ("ga", "npo", "idknll") for a in ("--model", f"{name}={zoo_family[name]}")]
-    common = ["suites/smoke", "suites/dusk", *models, "--full-model", str(zoo_family["full"]),
-              "--retain-model", str(zoo_family["retain"]), "--data-dir", f"dusk={zoo.data_dir(cache_dir)}"]
+    # UDS: reference work (the full and retain models' patching baselines) at a fraction of DUSK's generation.
+    common = ["suites/smoke", "suites/uds", *models, "--full-model", str(zoo_family["full"]),
+              "--retain-model", str(zoo_family["retain"]), "--data-dir", f"uds={zoo.data_dir(cache_dir)}"]
     # Fresh result caches: neither run may read the other's results.
     serial = warm_python.run(["-m", "pytest", *common, "-n", "0", "-p", "no:cacheprovider",
                               "--cache-dir", str(tmp_path / "cache-serial"), "--report-dir", str(tmp_path / "serial")],
                              cwd=project)
-    assert serial.returncode == 1, serial.stdout[-3000:]  # the zoo's under-forgetting recipes fail dusk checks
+    assert serial.returncode == 1, serial.stdout[-3000:]  # the zoo's under-forgetting recipes fail the UDS check
     swept = _unlearnbench(warm_python, ["sweep", "--ray", ray_cluster, "--", *common, "--cache-dir",
                                         str(tmp_path / "cache-ray"), "--report-dir", str(tmp_path / "ray")], cwd=project)
     assert swept.returncode == 1, swept.stdout[-3000:] + swept.stderr[-3000:]
