@@ -179,6 +179,139 @@ def test_the_adapter_is_in_lm_evals_registry_and_loads_through_our_backends(smok
         lm.generate_until([Instance("generate_until", {}, ("Q", {"do_sample": True, "temperature": 0.7}), 0)])
 
 
+# ---------------------------------------------------------------- the task index
+# A user's folder beside lm-eval's own tasks: a group over a built-in task, a
+# built-in with overrides and a local task, and a local task named as a
+# built-in (lm-eval indexes include_path last: the user's definition wins).
+USER_TASKS = {
+    "my_group.yaml": "group: my_group\ntask: [arc_easy, {task: hellaswag, num_fewshot: 3}, my_local]\n",
+    "my_local.yaml": "task: my_local\ndataset_path: my/data\ntest_split: test\noutput_type: multiple_choice\n"
+                     "doc_to_text: q\ndoc_to_choice: [a, b]\ndoc_to_target: 0\n",
+    "piqa.yaml": "task: piqa\ndataset_path: my/piqa\ntest_split: test\noutput_type: multiple_choice\n"
+                 "doc_to_text: q\ndoc_to_choice: [a, b]\ndoc_to_target: 0\n",
+}
+INDEX_QUERIES = (("mmlu",), ("wmdp", "ai2_arc"), ("my_group", "piqa"), ("mmlu_stem", "hellaswag"))
+
+
+def index_entries(index: dict, names, include: Path) -> dict:
+    """{name: (kind, file, config, tags)} of `names` and all they reach in a
+    TaskManager's index (a group's tasks, a tag's tasks), files relative to
+    lm-eval's tasks folder or the user's folder."""
+    import lm_eval.tasks
+
+    builtin = Path(lm_eval.tasks.__file__).resolve().parent
+    out, pending = {}, list(names)
+    while pending:
+        name = pending.pop()
+        if name in out or name not in index:
+            continue
+        entry = index[name]
+        path = Path(entry.yaml_path).resolve() if entry.yaml_path else None
+        where = None if path is None else (f"lm-eval:{path.relative_to(builtin)}" if path.is_relative_to(builtin)
+                                           else f"user:{path.relative_to(include.resolve())}")
+        out[name] = (entry.kind.name, where, entry.cfg, sorted(entry.tags))
+        if entry.kind.name == "GROUP":
+            pending += [t if isinstance(t, str) else t["task"] for t in entry.cfg["task"]]
+        elif entry.kind.name == "TAG":
+            pending += sorted(entry.tags)
+    return out
+
+
+@pytest.fixture
+def user_tasks(tmp_path):
+    for name, text in USER_TASKS.items():
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_the_task_index_gives_the_definitions_lm_evals_full_index_gives(user_tasks, reference_results):
+    """Each query's TaskManager indexes a few folders, not lm-eval's ~14,000
+    task files, and holds every definition the query reaches as lm-eval's own
+    full TaskManager(include_path=...) does (kept per machine)."""
+    from unlearnbench.suites.utility.task_index import task_manager
+
+    def lm_evals_own() -> dict:
+        index = TaskManager(include_path=str(user_tasks)).task_index
+        return {query: index_entries(index, query, user_tasks) for query in INDEX_QUERIES}
+
+    theirs = reference_results.get("lm-eval-task-index", lm_evals_own, code=[index_entries], inputs=(
+        USER_TASKS, INDEX_QUERIES))
+    for query in INDEX_QUERIES:
+        manager = task_manager(str(user_tasks), query)
+        assert len(manager.task_index) < 200, (query, len(manager.task_index))  # not the full index
+        assert index_entries(manager.task_index, query, user_tasks) == theirs[query], query
+    assert theirs[("my_group", "piqa")]["piqa"][1] == "user:piqa.yaml"
+    assert {"arc_easy", "hellaswag", "my_local"} <= set(theirs[("my_group", "piqa")])
+    assert len(theirs[("mmlu",)]) > 50  # groups, tags and the 57 subjects
+
+
+@pytest.fixture
+def fresh_task_index():
+    """The task index module with its per-process memos emptied before and after."""
+    from unlearnbench.suites.utility import task_index
+
+    memos = (task_index.builtin_index, task_index._user_index, task_index.task_manager)
+    for memo in memos:
+        memo.cache_clear()
+    yield task_index
+    for memo in memos:
+        memo.cache_clear()
+
+
+def test_the_builtin_index_is_built_once_per_installation_and_read_back(fresh_task_index, monkeypatch, tmp_path):
+    from lm_eval.tasks._index import Entry, Kind
+
+    monkeypatch.setattr("unlearnbench.cache.DEFAULT_CACHE_DIR", tmp_path / "cache")
+    root = fresh_task_index._builtin_root()
+    builds = []
+
+    class OneTask:  # lm-eval's TaskManager, counted, with a one-entry index
+        def __init__(self, **kwargs):
+            builds.append(kwargs)
+            self.task_index = {"t": Entry("t", Kind.TASK, root / "arc" / "arc_easy.yaml", {"task": "t"})}
+
+    monkeypatch.setattr("lm_eval.tasks.TaskManager", OneTask)
+    assert fresh_task_index.builtin_index(root) == {"t": ["TASK", "arc/arc_easy.yaml", []]}
+    fresh_task_index.builtin_index.cache_clear()  # another process
+    assert fresh_task_index.known_tasks("") == {"t"} and len(builds) == 1
+    assert len(list((tmp_path / "cache" / "lm-eval-tasks").glob("*.json"))) == 1
+
+
+def test_the_task_files_key_the_index(tmp_path):
+    from unlearnbench.suites.utility.task_index import _files_digest
+
+    (tmp_path / "a").mkdir()
+    task = tmp_path / "a" / "t.yaml"
+    task.write_text("task: t\n")
+    first = _files_digest(tmp_path)
+    (tmp_path / "notes.md").write_text("not a task file")
+    assert _files_digest(tmp_path) == first
+    task.write_text("task: t2\n")
+    assert _files_digest(tmp_path) != first
+
+
+def test_an_index_that_does_not_match_the_files_falls_back_to_lm_evals_full_index(fresh_task_index, monkeypatch):
+    """A stale index (hellaswag said to be defined in piqa's file) is caught by
+    the check of every reached definition: the run gets lm-eval's own full TaskManager."""
+    root = fresh_task_index._builtin_root()
+    index = dict(fresh_task_index.builtin_index(root))
+    index["hellaswag"] = ["TASK", "piqa/piqa.yaml", []]
+    monkeypatch.setattr(fresh_task_index, "builtin_index", lambda _root: index)
+    made = []
+
+    class Recorded:  # lm-eval's TaskManager, recorded; the full one is not built (seconds)
+        def __init__(self, include_path=None, include_defaults=True):
+            made.append((include_path, include_defaults))
+            self.task_index = {} if include_defaults else TaskManager(include_path=include_path,
+                                                                       include_defaults=False).task_index
+
+    monkeypatch.setattr("lm_eval.tasks.TaskManager", Recorded)
+    assert isinstance(fresh_task_index.task_manager("", ("arc_easy",)), Recorded)
+    assert made[-1][1] is False  # the index matches for arc_easy: a few folders
+    fresh_task_index.task_manager("", ("hellaswag",))
+    assert made[-1] == (None, True)  # lm-eval's full TaskManager
+
+
 # ---------------------------------------------------------------- bad input
 def test_an_unknown_task_is_one_line_with_the_nearest_names(task_dir):
     with pytest.raises(DataError) as error:

@@ -17,7 +17,6 @@ install command, and no model loads for it.
 from __future__ import annotations
 
 import difflib
-import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from unlearnbench.data.jsonl import COUNT_OR_ALL, Range, merge_params, params_digest
 from unlearnbench.errors import DataError
+from unlearnbench.suites.utility.task_index import known_tasks
 
 DEFAULT_PARAMS = {"tasks": "", "include_path": "", "limit": 0, "num_fewshot": -1}
 PARAM_RANGES = {"limit": COUNT_OR_ALL, "num_fewshot": Range(-1, meaning="-1 = the task's default")}
@@ -62,7 +62,7 @@ def load(source: str | Path | None, options: dict | None, gated: tuple[str, ...]
         raise DataError(include, "--suite-option utility.include_path: folder not found")
     identity = hashlib.sha256("\0".join(tasks).encode()).hexdigest()[:8]
     try:
-        known = set(task_manager(include).all_tasks)
+        known = known_tasks(include)
     except ImportError:
         return UtilityData(tasks, named, params, f"{identity}-{params_digest(params)}", where, unavailable=INSTALL)
     for task in tasks:
@@ -72,15 +72,6 @@ def load(source: str | Path | None, options: dict | None, gated: tuple[str, ...]
             raise DataError(where, f"unknown lm-eval task '{task}'{hint}")
     return UtilityData(tasks, named, params, f"{identity}-{_task_files_digest(include)}-{params_digest(params)}",
                        where)
-
-
-@functools.lru_cache(maxsize=4)
-def task_manager(include: str):
-    """lm-eval's task index (with the user's folder): built once per process, since indexing lm-eval's
-    thousands of task files takes seconds and every checkpoint's evaluation needs it."""
-    from lm_eval.tasks import TaskManager
-
-    return TaskManager(include_path=include or None)
 
 
 def _task_files_digest(include: str) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 
 from unlearnbench.metrics.core import MetricResult, References, Unavailable
-from unlearnbench.suites.utility.data import UtilityData, task_manager
+from unlearnbench.suites.utility.data import UtilityData
+from unlearnbench.suites.utility.task_index import task_manager
 
 Z95 = 1.959964
 
@@ -22,7 +23,7 @@ def evaluate(model, data: UtilityData, refs: References | None = None) -> dict[s
     params = data.params
     output = simple_evaluate(
         model=UnlearnbenchLM(model), tasks=list(data.tasks),
-        task_manager=task_manager(params["include_path"]),
+        task_manager=task_manager(params["include_path"], data.tasks),
         limit=params["limit"] or None, num_fewshot=None if params["num_fewshot"] < 0 else params["num_fewshot"],
         log_samples=True, bootstrap_iters=1000,
     )
