@@ -209,7 +209,10 @@ def index_entries(index: dict, names, include: Path) -> dict:
         path = Path(entry.yaml_path).resolve() if entry.yaml_path else None
         where = None if path is None else (f"lm-eval:{path.relative_to(builtin)}" if path.is_relative_to(builtin)
                                            else f"user:{path.relative_to(include.resolve())}")
-        out[name] = (entry.kind.name, where, entry.cfg, sorted(entry.tags))
+        # Unresolved `!function` paths name the folder lm-eval is installed in: written relative, as the files.
+        config = json.loads(json.dumps(entry.cfg, default=str).replace(str(builtin), "lm-eval:")
+                            .replace(str(include.resolve()), "user:")) if entry.cfg is not None else None
+        out[name] = (entry.kind.name, where, config, sorted(entry.tags))
         if entry.kind.name == "GROUP":
             pending += [t if isinstance(t, str) else t["task"] for t in entry.cfg["task"]]
         elif entry.kind.name == "TAG":
