@@ -315,6 +315,23 @@ def test_an_index_that_does_not_match_the_files_falls_back_to_lm_evals_full_inde
     assert made[-1] == (None, True)  # lm-eval's full TaskManager
 
 
+def test_a_tag_over_many_folders_gets_lm_evals_full_index_without_a_warning(fresh_task_index, monkeypatch, caplog):
+    """`multiple_choice` tags tasks in hundreds of folders: indexed folder by
+    folder, each would replace the tag (and log it), so lm-eval's full index is
+    used straight away."""
+    made = []
+
+    class Recorded:
+        def __init__(self, include_path=None, include_defaults=True):
+            made.append((include_path, include_defaults))
+            self.task_index = {}
+
+    monkeypatch.setattr("lm_eval.tasks.TaskManager", Recorded)
+    with caplog.at_level("WARNING"):
+        fresh_task_index.task_manager("", ("multiple_choice",))
+    assert made == [(None, True)] and not caplog.records
+
+
 # ---------------------------------------------------------------- bad input
 def test_an_unknown_task_is_one_line_with_the_nearest_names(task_dir):
     with pytest.raises(DataError) as error:
