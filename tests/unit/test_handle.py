@@ -180,8 +180,20 @@ def test_unknown_architecture_gets_a_clear_error():
 
 
 @pytest.mark.real_model
-def test_smollm2_gguf_loads_offline_and_matches_the_converted_directory(smollm2_path, smollm2):
+def test_smollm2_gguf_loads_offline_and_matches_the_converted_directory(smollm2_path, smollm2, monkeypatch):
+    import gguf as gguf_package
+
+    # The header (metadata with the whole vocabulary, tensor table) is parsed
+    # by the preflight check and once by the load: transformers would parse it
+    # for the tokenizer, twice for the config and again for the weights.
+    parses = []
+    parse = gguf_package.GGUFReader.__init__
+    monkeypatch.setattr(gguf_package.GGUFReader, "__init__",
+                        lambda self, *args, **kwargs: parses.append(args[0]) or parse(self, *args, **kwargs))
+    reader, name_map = gguf_package.GGUFReader, gguf_package.get_tensor_name_map
     gguf = ModelHandle.load(str(smollm2_path), device="cpu")
+    assert [Path(p).resolve() for p in parses] == [smollm2_path.resolve()] * 2
+    assert (gguf_package.GGUFReader, gguf_package.get_tensor_name_map) == (reader, name_map)  # restored after
     assert gguf.describe()["source"].endswith(".gguf") and gguf.num_layers == 30
     ids = torch.tensor([smollm2.encode("The capital of France is", add_special_tokens=True)])
     with torch.no_grad():
