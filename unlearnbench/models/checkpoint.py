@@ -249,7 +249,17 @@ def check_safetensors(path: Path) -> None:
         raise CheckpointError(path, f"truncated safetensors file: {size} bytes, header needs {expected}")
 
 
+# GGUF files this process has parsed whole, by (path, size, mtime): a run
+# resolves each checkpoint for its preflight, its fingerprint and its load,
+# and the parse takes seconds (the metadata holds the whole vocabulary).
+_GGUF_CHECKED: set[tuple[str, int, int]] = set()
+
+
 def _check_gguf(path: Path) -> None:
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key in _GGUF_CHECKED:
+        return
     with path.open("rb") as fh:
         if fh.read(4) != b"GGUF":
             raise CheckpointError(path, "not a GGUF file (bad magic bytes)")
@@ -261,6 +271,7 @@ def _check_gguf(path: Path) -> None:
         GGUFReader(str(path))  # parses every tensor descriptor; fails on truncation
     except Exception as exc:  # noqa: BLE001 - the reader raises assorted errors on bad files
         raise CheckpointError(path, f"corrupt GGUF file ({type(exc).__name__}: {exc})") from None
+    _GGUF_CHECKED.add(key)
 
 
 def fingerprint(files: tuple[Path, ...], memo_path: Path | None = None, secret: bytes | None = None) -> str:

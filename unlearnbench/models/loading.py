@@ -5,6 +5,9 @@ line naming the checkpoint."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
 import re
 import tempfile
 import time
@@ -47,34 +50,67 @@ def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, d
     where = resolved.display
     # In a sweep the user knows a checkpoint by its name: errors lead with it.
     label = f"{name} ({where})" if name else where
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(resolved.directory), **kwargs)
-        config = AutoConfig.from_pretrained(str(resolved.directory), **kwargs)
-    except Exception as exc:  # noqa: BLE001 - report any loader failure as one line
-        raise CheckpointError(label, f"cannot load tokenizer/config ({type(exc).__name__}: {exc})") from None
-    vocab = getattr(config, "vocab_size", None)
-    if vocab is not None and len(tokenizer) > vocab:
-        raise CheckpointError(
-            label, f"tokenizer mismatch: tokenizer has {len(tokenizer)} tokens, model embeds only {vocab}"
-        )
-    torch_device = resolve_device(device) if device_map is None else torch.device(device_map_kind(device_map))
-    torch_dtype = resolve_dtype(dtype, torch_device, getattr(config, "dtype", None))
-    placement = torch_device if device_map is None else "a device map"
-    if device_map is not None:
-        kwargs["device_map"] = device_map
-        if isinstance(device_map, dict) and "disk" in device_map.values():
-            # Modules mapped to "disk" are read from here at each use.
-            kwargs["offload_folder"] = tempfile.mkdtemp(prefix="unlearnbench-offload-")
-    with progress.step(f"loading {name or Path(where).name} on {placement}"):
+    # One parse of a GGUF file's header for the tokenizer, config and weights.
+    with _gguf_parsed_once() if resolved.gguf_file else contextlib.nullcontext():
         try:
-            model = AutoModelForCausalLM.from_pretrained(str(resolved.directory), dtype=torch_dtype, **kwargs)
-        except Exception as exc:  # noqa: BLE001
-            raise CheckpointError(label, f"cannot load weights: {_load_failure(exc)}") from None
-        if device_map is None:
-            model.to(device=torch_device, dtype=torch_dtype)
-    return LoadedWeights(model, tokenizer, name=name or Path(where).name, source=where,
-                         fingerprint=fingerprint(resolved.files, fingerprint_memo, fingerprint_secret),
-                         load_seconds=time.perf_counter() - started, offload_folder=kwargs.get("offload_folder"))
+            tokenizer = AutoTokenizer.from_pretrained(str(resolved.directory), **kwargs)
+            config = AutoConfig.from_pretrained(str(resolved.directory), **kwargs)
+        except Exception as exc:  # noqa: BLE001 - report any loader failure as one line
+            raise CheckpointError(label, f"cannot load tokenizer/config ({type(exc).__name__}: {exc})") from None
+        vocab = getattr(config, "vocab_size", None)
+        if vocab is not None and len(tokenizer) > vocab:
+            raise CheckpointError(
+                label, f"tokenizer mismatch: tokenizer has {len(tokenizer)} tokens, model embeds only {vocab}"
+            )
+        torch_device = resolve_device(device) if device_map is None else torch.device(device_map_kind(device_map))
+        torch_dtype = resolve_dtype(dtype, torch_device, getattr(config, "dtype", None))
+        placement = torch_device if device_map is None else "a device map"
+        if device_map is not None:
+            kwargs["device_map"] = device_map
+            if isinstance(device_map, dict) and "disk" in device_map.values():
+                # Modules mapped to "disk" are read from here at each use.
+                kwargs["offload_folder"] = tempfile.mkdtemp(prefix="unlearnbench-offload-")
+        with progress.step(f"loading {name or Path(where).name} on {placement}"):
+            try:
+                model = AutoModelForCausalLM.from_pretrained(str(resolved.directory), dtype=torch_dtype, **kwargs)
+            except Exception as exc:  # noqa: BLE001
+                raise CheckpointError(label, f"cannot load weights: {_load_failure(exc)}") from None
+            if device_map is None:
+                model.to(device=torch_device, dtype=torch_dtype)
+        return LoadedWeights(model, tokenizer, name=name or Path(where).name, source=where,
+                             fingerprint=fingerprint(resolved.files, fingerprint_memo, fingerprint_secret),
+                             load_seconds=time.perf_counter() - started, offload_folder=kwargs.get("offload_folder"))
+
+
+@contextlib.contextmanager
+def _gguf_parsed_once():
+    """Within the block, each GGUF file's header is parsed once and gguf's
+    tensor-name table built once per architecture and depth.
+
+    transformers parses the header (its metadata holds the whole tokenizer
+    vocabulary: ~3.5 s for SmolLM2's 49k tokens) for the tokenizer, twice
+    for the config and again for the weights, and builds the name table
+    anew for every module of the model (~400 times for 30 blocks). Both are
+    read-only once built. transformers imports both names from `gguf` at
+    each call, so they are swapped there for the duration of one load (a
+    process loads one checkpoint at a time) and put back after.
+    """
+    import gguf
+
+    parse, name_table = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict[tuple[str, str], object] = {}
+
+    def parsed(path, mode="r"):
+        key = (os.path.realpath(path), mode)
+        if key not in readers:
+            readers[key] = parse(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = parsed, functools.lru_cache(maxsize=None)(name_table)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = parse, name_table
 
 
 def _load_failure(exc: Exception) -> str:

@@ -31,7 +31,7 @@ def smollm2_gguf() -> Path:
 def smollm2_checkpoint(cache_dir: Path | str | None = None) -> Path:
     """SmolLM2-135M-Instruct as an ordinary HF directory, converted once.
 
-    Loading the GGUF file dequantises every tensor (~20 s on CPU); the
+    Loading the GGUF file dequantises every tensor (~12 s on one CPU core); the
     converted directory (float32 safetensors + tokenizer + chat template)
     loads in under a second. A GGUF-loaded model refuses `save_pretrained`,
     so the weights go into a plain model built from the same config.
