@@ -167,3 +167,19 @@ def test_fingerprint_tracks_content_and_memoises(smoke_lm_dir, tmp_path):
     data[-1] ^= 1
     weights.write_bytes(bytes(data))
     assert fingerprint(resolve(str(ckpt)).files, memo) != first
+
+
+def test_a_gguf_load_that_fails_leaves_gguf_as_it_was(tmp_path):
+    """The load swaps gguf's reader and name table for memoised ones; a load
+    that fails (a GGUF with no tokenizer or config in its metadata) is one
+    line naming the file, and gguf is put back."""
+    import gguf
+
+    from unlearnbench.models.loading import load_weights
+
+    model = tmp_path / "tiny.gguf"
+    write_tiny_gguf(model)
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with pytest.raises(CheckpointError, match=r"tiny.gguf: cannot load tokenizer/config"):
+        load_weights(str(model), device="cpu")
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
