@@ -250,6 +250,18 @@ def random_llama(random_llama_dir):
     return ModelHandle.load(str(random_llama_dir), device="cpu")
 
 
+@pytest.fixture
+def gguf_parses(monkeypatch) -> list:
+    """The path of every GGUF header gguf's reader parses during the test."""
+    import gguf
+
+    parses = []
+    parse = gguf.GGUFReader.__init__
+    monkeypatch.setattr(gguf.GGUFReader, "__init__",
+                        lambda self, *args, **kwargs: parses.append(args[0]) or parse(self, *args, **kwargs))
+    return parses
+
+
 @pytest.fixture(scope="session")
 def smollm2_path():
     from unlearnbench.models.offline import SMOLLM2_DIST, smollm2_gguf

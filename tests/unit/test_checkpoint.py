@@ -121,28 +121,22 @@ def write_tiny_gguf(path, rows=4):
     writer.close()
 
 
-def test_a_gguf_file_is_checked_once_until_it_changes(tmp_path, monkeypatch):
+def test_a_gguf_file_is_checked_once_until_it_changes(tmp_path, gguf_parses):
     """A run resolves a checkpoint for its preflight, its fingerprint and its
     load: an unchanged GGUF file is parsed by the check once, and a file
     rewritten in place (here truncated) is checked again and refused."""
     import os
 
-    import gguf
-
-    parses = []
-    parse = gguf.GGUFReader.__init__
-    monkeypatch.setattr(gguf.GGUFReader, "__init__",
-                        lambda self, *args, **kwargs: parses.append(args[0]) or parse(self, *args, **kwargs))
     model = tmp_path / "tiny.gguf"
     write_tiny_gguf(model)
     for _ in range(3):
         assert resolve(str(model)).gguf_file == "tiny.gguf"
-    assert len(parses) == 1
+    assert len(gguf_parses) == 1
     model.write_bytes(model.read_bytes()[:-20])
     os.utime(model, ns=(1, 1))  # a changed size or mtime is a changed file
     with pytest.raises(CheckpointError, match=r"tiny.gguf: corrupt GGUF file"):
         resolve(str(model))
-    assert len(parses) == 2
+    assert len(gguf_parses) == 2
 
 
 def test_tokenizer_mismatch_is_caught_before_weights_load(smoke_lm_dir, tmp_path):

@@ -180,7 +180,7 @@ def test_unknown_architecture_gets_a_clear_error():
 
 
 @pytest.mark.real_model
-def test_smollm2_gguf_loads_offline_and_matches_the_converted_directory(smollm2_path, smollm2, monkeypatch):
+def test_smollm2_gguf_loads_offline_and_matches_the_converted_directory(smollm2_path, smollm2, gguf_parses):
     import gguf as gguf_package
 
     from unlearnbench.models.checkpoint import resolve
@@ -189,13 +189,10 @@ def test_smollm2_gguf_loads_offline_and_matches_the_converted_directory(smollm2_
     # once by the load, after the preflight check: transformers would parse it
     # for the tokenizer, twice for the config and again for the weights.
     resolve(str(smollm2_path))  # the run's preflight (once per process, tests/unit/test_checkpoint.py)
-    parses = []
-    parse = gguf_package.GGUFReader.__init__
-    monkeypatch.setattr(gguf_package.GGUFReader, "__init__",
-                        lambda self, *args, **kwargs: parses.append(args[0]) or parse(self, *args, **kwargs))
+    gguf_parses.clear()
     reader, name_map = gguf_package.GGUFReader, gguf_package.get_tensor_name_map
     gguf = ModelHandle.load(str(smollm2_path), device="cpu")
-    assert [Path(p).resolve() for p in parses] == [smollm2_path.resolve()]
+    assert [Path(p).resolve() for p in gguf_parses] == [smollm2_path.resolve()]
     assert (gguf_package.GGUFReader, gguf_package.get_tensor_name_map) == (reader, name_map)  # restored after
     assert gguf.describe()["source"].endswith(".gguf") and gguf.num_layers == 30
     ids = torch.tensor([smollm2.encode("The capital of France is", add_special_tokens=True)])
