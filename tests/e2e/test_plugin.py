@@ -120,6 +120,35 @@ def test_corrupt_checkpoint_and_bad_thresholds_are_usage_errors(project, cache_d
     result.stderr.fnmatch_lines(["ERROR: thresholds */thresholds/smoke.yaml check 'x': missing 'direction'"])
 
 
+def test_a_rootdir_taken_from_an_options_value_stops_the_run_before_it_writes_there(project, cache_dir, smoke_lm_dir,
+                                                                                    tmp_path):
+    # pytest picks its rootdir before it knows the plugin's options, so in
+    # `pytest --model ../training/ckpt suites/smoke` the checkpoint path counts
+    # as a test path: another project's pyproject.toml would make its folder
+    # the rootdir, and the reports and pytest's cache would be written there.
+    (project.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    training = tmp_path / "training"
+    checkpoint = shutil.copytree(smoke_lm_dir, training / "ckpt")
+    (training / "pyproject.toml").write_text("[project]\nname = 'training'\n\n[tool.pytest.ini_options]\n")
+    before = sorted(p.name for p in training.iterdir())
+    result = project.runpytest_subprocess("--model", str(checkpoint), "suites/smoke", "--cache-dir", str(cache_dir))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    errors = [line for line in result.stderr.str().splitlines() if line.strip()]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"ERROR: pytest took {training} as its rootdir from --model {checkpoint}"), errors[0]
+    assert "--model=" in errors[0] and "--rootdir" in errors[0]  # the ways out
+    assert sorted(p.name for p in training.iterdir()) == before  # no reports/, no .pytest_cache there
+    assert not (project.path / "reports").exists()
+
+    # The ways out the message names: the run goes on, its reports under the project.
+    for args in (["suites/smoke", "--model", str(checkpoint)], [f"--model={checkpoint}", "suites/smoke"],
+                 ["--model", str(checkpoint), "suites/smoke", f"--rootdir={project.path}"]):
+        result = project.runpytest_subprocess(*args, "--cache-dir", str(cache_dir), "-p", "no:cacheprovider")
+        assert result.ret == pytest.ExitCode.OK, (args, result.stdout.str()[-2000:], result.stderr.str()[-2000:])
+        assert sorted(p.name for p in training.iterdir()) == before
+    assert len([p for p in (project.path / "reports").iterdir() if p.name != "latest"]) == 3
+
+
 def test_plugin_is_inert_without_suites(warm_pytester):
     warm_pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
     result = warm_pytester.runpytest_subprocess("--model", "/does/not/matter")
