@@ -32,6 +32,11 @@ def pytest_addhooks(pluginmanager) -> None:
     pluginmanager.add_hookspecs(hookspec)
 
 
+# The flags of this plugin's options that take a value (set by pytest_addoption):
+# before the test paths, their values can decide pytest's rootdir (_check_rootdir).
+VALUE_OPTIONS: frozenset[str] = frozenset()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("unlearnbench", "unlearnbench: unlearning gates for LLM checkpoints")
     group.addoption("--model", action="append", default=[], metavar="[NAME=]PATH",
@@ -99,6 +104,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "it, its remaining checks fail with the reason and the run goes on (default: none)")
     group.addoption("--no-progress", action="store_true",
                     help="do not print progress lines (model loading, generation, patching) to stderr")
+    global VALUE_OPTIONS
+    VALUE_OPTIONS = frozenset(name for option in group.options
+                              if option.attrs().get("action") not in ("store_true", "store_false")
+                              for name in option.names())
 
 
 def _parse_shard(text: str):
@@ -186,6 +195,7 @@ def _validate_inputs(config: pytest.Config) -> None:
     try:
         if SUITES.problems or BACKENDS.problems:
             raise UnlearnbenchError([*SUITES.problems, *BACKENDS.problems][0])
+        _check_rootdir(config)
         for entry in config.getoption("model"):
             CheckpointSpec.parse(entry)
         for directory in config.getoption("model_dir"):
@@ -219,6 +229,32 @@ def _validate_inputs(config: pytest.Config) -> None:
         cancel.share_through(Path(config.workerinput[INTERRUPT_FILE_KEY]))
     config.stash[STATE] = state
     config.pluginmanager.register(state, "unlearnbench-state")
+
+
+def _check_rootdir(config: pytest.Config) -> None:
+    """pytest picks its rootdir (the reports' default folder, where its cache
+    goes, which conftest files load) before it knows this plugin's options,
+    so the value of `--model PATH` given before the test paths counts as a
+    test path then. When that makes another project's folder the rootdir, one
+    holding neither the invocation folder nor any test path, the run stops
+    before anything is written there."""
+    from unlearnbench.errors import UnlearnbenchError
+
+    if config.option.rootdir or config.option.inifilename:
+        return  # the user chose it
+    root = config.rootpath.resolve()
+    invocation = config.invocation_params.dir
+    ours = [invocation, *(invocation / str(arg).split("::", 1)[0] for arg in config.args)]
+    if any(path.resolve().is_relative_to(root) for path in ours):
+        return
+    args = [str(arg) for arg in config.invocation_params.args]
+    for flag, value in zip(args, args[1:]):
+        path = invocation / value
+        if flag in VALUE_OPTIONS and path.exists() and path.resolve().is_relative_to(root):
+            raise UnlearnbenchError(
+                f"pytest took {config.rootpath} as its rootdir from {flag} {value} (before the test paths, an "
+                f"option's value counts as one when pytest picks its rootdir), so the reports and pytest's cache "
+                f"would go there: put the test paths first, write {flag}={value}, or pass --rootdir=DIR")
 
 
 def _prefer_loadgroup(config: pytest.Config) -> None:
