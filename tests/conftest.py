@@ -42,7 +42,8 @@ import pytest  # noqa: E402
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED = ROOT.parent / "shared"  # the project's shared folder beside the checkout (CI has it; a user's clone has not)
+SHARED_DATA = SHARED / "data"
 
 
 # Modules whose tests must share one xdist worker: an expensive module fixture

@@ -1,8 +1,23 @@
 """TOFU and MUSE under `convention=reference` equal OpenUnlearning's own
-code path (tests/openunlearning_reference.py, written from its code, not
-from ours) on SmolLM2 with its ChatML template and on a Llama-3-style model
-whose template writes the BOS its tokenizer also adds, with EOS = pad
-inside every conversation.
+code (locuslab/open-unlearning at d3d7cf9, run from the project's shared
+folder by tests/openunlearning_code.py: its datasets, collator, metric
+handlers and evaluator) on the same items, metric by metric, item by item
+and generation by generation, on
+
+- SmolLM2-135M-Instruct with its ChatML template, under the model config a
+  user writes for it (OpenUnlearning ships none: `apply_chat_template: true`
+  and no system prompt, so the template's own default system prompt is
+  written), pad = EOS = `<|im_end|>` inside every conversation;
+- a Llama-3-style model whose template writes the BOS its byte-level BPE
+  tokenizer also adds, under OpenUnlearning's Llama-3.2 config (system
+  prompt and date line);
+- a base model (no chat template, byte-level BPE adding BOS) under its
+  Llama-2 base config: `Question: ...\\nAnswer: `, a prompt ending in a space.
+
+Both sides run the same float64 weights: float32 batches of different
+shapes (their batches of 32 in file order, ours length-sorted) differ by
+~1e-4 relative in a 30-layer model, so only float64 separates a difference
+of path from rounding.
 """
 
 from __future__ import annotations
@@ -12,7 +27,8 @@ import json
 import pytest
 import torch
 
-import openunlearning_reference as ou
+import openunlearning_code as oc
+from conftest import require, SHARED
 from unlearnbench.metrics.core import References
 from unlearnbench.models.handle import ModelHandle
 from unlearnbench.suites import SUITES
@@ -21,9 +37,16 @@ from unlearnbench.suites.muse import metrics as muse
 from unlearnbench.suites.tofu import data as tofu_data
 from unlearnbench.suites.tofu import metrics as tofu
 
-ITEMS = 2  # per set: each set's first items, on both sides (two already pad every batch)
-TOFU_TOKENS = 24  # generation_args.max_new_tokens on both sides (OpenUnlearning's default is 200)
+ITEMS = 5  # per set: each set's first items, on both sides
+TOFU_TOKENS = 32  # generation_args.max_new_tokens on both sides (OpenUnlearning's default is 200)
 MUSE_TOKENS = (24, 16)  # VerbMem, KnowMem
+REFERENCE = SHARED / "reference" / "open-unlearning"
+
+# configs/model/*.yaml template_args at d3d7cf9 (the tag fields the chat path never reads left out).
+NO_CONFIG_CHAT = {"apply_chat_template": True}  # what a user writes for a chat model OpenUnlearning has no config for
+LLAMA3 = {"apply_chat_template": True, "system_prompt": "You are a helpful assistant.", "date_string": "10 Apr 2025"}
+LLAMA2_BASE = {"apply_chat_template": False, "user_start_tag": "Question: ", "user_end_tag": "\n",
+               "asst_start_tag": "Answer: ", "asst_end_tag": "\n\n"}
 
 LLAMA3_TEMPLATE = (
     "{{ bos_token }}"
@@ -35,6 +58,17 @@ LLAMA3_TEMPLATE = (
     "<|eot_id|>{% endfor %}"
     "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
 )
+
+# Our metric names -> OpenUnlearning's (configs/eval/tofu_metrics).
+TOFU_NAMES = {"forget_prob": "forget_Q_A_Prob", "forget_rouge": "forget_Q_A_ROUGE",
+              "forget_truth_ratio": "forget_truth_ratio", "forget_quality": "forget_quality",
+              "extraction_strength": "extraction_strength", "exact_memorization": "exact_memorization",
+              "privleak": "privleak", "model_utility": "model_utility", "retain_prob": "retain_Q_A_Prob",
+              "retain_rouge": "retain_Q_A_ROUGE", "retain_truth_ratio": "retain_Truth_Ratio",
+              **{f"{s}_{m}": f"{s}_{theirs}" for s in ("ra", "wf") for m, theirs in (
+                  ("prob", "Q_A_Prob_normalised"), ("rouge", "Q_A_ROUGE"), ("truth_ratio", "Truth_Ratio"))},
+              "forget_truth_ratio_prob_mean": "forget_truth_ratio_prob_mean"}
+TOFU_ROUGE = {"forget": "forget_Q_A_ROUGE", "retain": "retain_Q_A_ROUGE", "ra": "ra_Q_A_ROUGE", "wf": "wf_Q_A_ROUGE"}
 
 
 def llama3_style(source, target, seed: int):
@@ -59,14 +93,37 @@ def llama3_style(source, target, seed: int):
     return target
 
 
+def base_model(source, target):
+    """A zoo checkpoint with its chat template removed: a base model whose
+    byte-level BPE tokenizer adds BOS."""
+    import shutil
+
+    shutil.copytree(source, target)
+    (target / "chat_template.jinja").unlink(missing_ok=True)
+    config = json.loads((target / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (target / "tokenizer_config.json").write_text(json.dumps(config))
+    return target
+
+
+@pytest.fixture(scope="module")
+def openunlearning():
+    require(REFERENCE.is_dir(), f"{REFERENCE} (OpenUnlearning's code at {oc.COMMIT}, in the project's shared folder)",
+            "put the project's shared/ folder next to this clone (CI has it)")
+    return oc.load(REFERENCE)
+
+
 @pytest.fixture(scope="module")
 def families(smollm2_dir, perturbed_smollm2_dir, zoo_family, tmp_path_factory):
-    """{family: (model dir, retain dir, OpenUnlearning's template_args for it)}."""
-    tmp = tmp_path_factory.mktemp("llama3-style")
+    """{family: (model dir, retain dir, OpenUnlearning's template_args for it,
+    the reference template our side must pick)}."""
+    tmp = tmp_path_factory.mktemp("families")
     return {
-        "smollm2": (smollm2_dir, perturbed_smollm2_dir, ou.QWEN),
-        "llama3-bos": (llama3_style(zoo_family["full"], tmp / "full", 0),
-                       llama3_style(zoo_family["retain"], tmp / "retain", 1), ou.LLAMA3),
+        "smollm2": (smollm2_dir, perturbed_smollm2_dir, NO_CONFIG_CHAT, "a chat template no OpenUnlearning config"),
+        "llama3-bos": (llama3_style(zoo_family["full"], tmp / "llama3-full", 0),
+                       llama3_style(zoo_family["retain"], tmp / "llama3-retain", 1), LLAMA3, "Llama-3.x"),
+        "base": (base_model(zoo_family["full"], tmp / "base-full"), base_model(zoo_family["retain"], tmp / "base-retain"),
+                 LLAMA2_BASE, "base model"),
     }
 
 
@@ -77,18 +134,8 @@ def data_root(cache_dir):
     return zoo.data_dir(cache_dir)
 
 
-def rows(path, n=ITEMS):
-    text = path.read_text(encoding="utf-8")
-    loaded = json.loads(text) if text.lstrip().startswith("[") else [json.loads(line) for line in text.splitlines()
-                                                                     if line.strip()]
-    return loaded[:n] if n else loaded
-
-
 def hf(directory):
-    """Model and tokenizer as OpenUnlearning loads them, in float64: both
-    sides then agree to float64 rounding whatever their batching, and any
-    difference left is one of path, not of padding noise (float32 batches
-    of different shapes differ by ~1e-5 in a 30-layer model)."""
+    """Model and tokenizer as OpenUnlearning's `get_model` loads them, in float64."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(directory))
@@ -106,58 +153,102 @@ def ours_model(directory, name: str) -> ModelHandle:
                        fingerprint=f"{name}-float64")
 
 
-def assert_equal_to_openunlearning(ours: dict, theirs: dict):
+def run_openunlearning(ou, name: str, metrics, model_dir, retain_dir, template, tmp):
+    """OpenUnlearning's eval of the retain model, then of the model with the
+    retain model's logs as `retain_logs_path`: its `{name}_EVAL.json` logs."""
+    retain_logs = oc.evaluate(ou, name, metrics(None), *hf(retain_dir), template, tmp / "retain")
+    assert retain_logs, "the retain model's run wrote no logs"
+    return oc.evaluate(ou, name, metrics(tmp / "retain" / f"{name}_EVAL.json"), *hf(model_dir), template,
+                       tmp / "model")
+
+
+def assert_equal(ours: dict, theirs: dict) -> None:
+    """Every value of `theirs` equal to ours to 1e-5 (relative 1e-4 below 1e-3)."""
+    def equal(a, b):
+        return a is not None and b is not None and (abs(a - b) <= 1e-5 if abs(b) >= 1e-3 else
+                                                   abs(a - b) <= 1e-4 * abs(b) + 1e-12)
     assert theirs, "nothing compared"
-    mismatched = {name: (getattr(ours[name], "value", ours[name]), value) for name, value in theirs.items()
-                  if getattr(ours[name], "value", None) != pytest.approx(value, rel=1e-5, abs=1e-5)}
-    assert not mismatched, mismatched
+    differ = [f"{name}: ours {ours.get(name)!r}, OpenUnlearning {value!r}" for name, value in theirs.items()
+              if not equal(ours.get(name), value)]
+    assert not differ, f"{len(differ)} of {len(theirs)} differ:\n" + "\n".join(differ)
+
+
+def values(results: dict) -> dict:
+    return {name: getattr(result, "value", None) for name, result in results.items()}
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("family", ["smollm2", "llama3-bos"])
-def test_tofu_reference_convention_equals_openunlearnings_code(families, family, data_root, reference_results):
-    model_dir, retain_dir, template = families[family]
-    files = {"forget": "forget10_perturbed", "retain": "retain_perturbed", "real_authors": "real_authors_perturbed",
-             "world_facts": "world_facts_perturbed", "holdout": "holdout10"}
-    sets = {name: rows(data_root / "tofu" / f"{stem}.json") for name, stem in files.items()}
-    theirs, their_replies = reference_results.get(
-        f"openunlearning-tofu-{family}", lambda: ou.tofu(*hf(model_dir), *hf(retain_dir), sets, template, TOFU_TOKENS),
-        code=[ou, hf], inputs=(sets, template, TOFU_TOKENS), models=[model_dir, retain_dir])
+@pytest.mark.parametrize("family", ["smollm2", "llama3-bos", "base"])
+def test_tofu_reference_convention_equals_openunlearnings_own_code(openunlearning, families, family, data_root,
+                                                                   reference_results, tmp_path):
+    model_dir, retain_dir, template, our_template = families[family]
+    files = {name: data_root / "tofu" / f"{stem}.json" for name, stem in oc.TOFU_SETS.items()}
+
+    def metrics(retain_logs):
+        return oc.tofu_metrics(files, ITEMS, TOFU_TOKENS, tmp_path / "datasets", 32, retain_logs)
+
+    logs = reference_results.get(
+        f"openunlearning-code-tofu-{family}",
+        lambda: run_openunlearning(openunlearning, "TOFU", metrics, model_dir, retain_dir, template, tmp_path),
+        code=[oc, hf, *openunlearning.modules], inputs=(metrics(None), template),
+        models=[model_dir, retain_dir])
 
     data = tofu_data.load(data_root, {"convention": "reference", "max_items": ITEMS, "max_new_tokens": TOFU_TOKENS})
     ours = tofu.evaluate(ours_model(model_dir, "model"), data, References(retain=ours_model(retain_dir, "retain")))
-    assert set(theirs) == set(SUITES["tofu"].metric_names)
-    assert_equal_to_openunlearning(ours, theirs)
-    # ROUGE read the same text: every generation, character for character.
-    for name, short in (("forget", "forget"), ("retain", "retain"), ("real_authors", "ra"), ("world_facts", "wf")):
-        assert [i["reply"] for i in ours[f"{short}_rouge"].details["items"].values()] == their_replies[name]
-    assert ours["forget_prob"].params["reference_template"].startswith(
-        {"smollm2": "ChatML", "llama3-bos": "Llama-3.x"}[family])
+    assert_equal(values(ours), {ours_name: logs[name]["agg_value"] for ours_name, name in TOFU_NAMES.items()})
+    assert set(TOFU_NAMES) == set(SUITES["tofu"].metric_names)
+    assert ours["forget_prob"].params["reference_template"].startswith(our_template)
+    # Item by item: the truth ratios forget quality compares, and every generation ROUGE read, character for character.
+    their_ratios = {f"forget-{i}": v["score"] for i, v in logs["forget_truth_ratio"]["value_by_index"].items()}
+    assert_equal(ours["forget_truth_ratio"].details["truth_ratios"], their_ratios)
+    for name, metric in TOFU_ROUGE.items():
+        short = "ra" if name == "ra" else "wf" if name == "wf" else name
+        replies = [item["reply"] for item in ours[f"{short}_rouge"].details["items"].values()]
+        assert replies == [v["generation"] for v in logs[metric]["value_by_index"].values()]
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("family", ["smollm2", "llama3-bos"])
-def test_muse_reference_convention_equals_openunlearnings_code(families, family, data_root, reference_results):
-    model_dir, retain_dir, template = families[family]
+@pytest.mark.parametrize("family", ["smollm2", "llama3-bos", "base"])
+def test_muse_reference_convention_equals_openunlearnings_own_code(openunlearning, families, family, data_root,
+                                                                   reference_results, tmp_path):
+    model_dir, retain_dir, template, _ = families[family]
     root = data_root / "muse"
-    icl = {split: rows(root / "knowmem" / f"{split}_icl.json", 0) for split in ("forget_qa", "retain_qa")}
-    data = {"verbmem": rows(root / "verbmem" / "forget.json"),
-            **{split: rows(root / "knowmem" / f"{split}.json") for split in ("forget_qa", "retain_qa")},
-            **{f"{split}_icl": examples for split, examples in icl.items()},
-            "privleak_forget": rows(root / "privleak" / "forget.json"),
-            "privleak_holdout": rows(root / "privleak" / "holdout.json")}
-    data["privleak_forget"] = [r["text"] if isinstance(r, dict) else r for r in data["privleak_forget"]]
-    data["privleak_holdout"] = [r["text"] if isinstance(r, dict) else r for r in data["privleak_holdout"]]
-    theirs, their_replies = reference_results.get(
-        f"openunlearning-muse-{family}", lambda: ou.muse(*hf(model_dir), *hf(retain_dir), data, template, *MUSE_TOKENS),
-        code=[ou, hf], inputs=(data, template, MUSE_TOKENS), models=[model_dir, retain_dir])
+    files = {"verbmem": root / "verbmem" / "forget.json",
+             **{split: root / "knowmem" / f"{split}.json" for split in ("forget_qa", "retain_qa")},
+             **{f"{split}_icl": root / "knowmem" / f"{split}_icl.json" for split in ("forget_qa", "retain_qa")},
+             "privleak_forget": root / "privleak" / "forget.json", "privleak_holdout": root / "privleak" / "holdout.json"}
+
+    def metrics(retain_logs):
+        return oc.muse_metrics(files, ITEMS, *MUSE_TOKENS, tmp_path / "datasets", retain_logs)
+
+    logs = reference_results.get(
+        f"openunlearning-code-muse-{family}",
+        lambda: run_openunlearning(openunlearning, "MUSE", metrics, model_dir, retain_dir, template, tmp_path),
+        code=[oc, hf, *openunlearning.modules], inputs=(metrics(None), template),
+        models=[model_dir, retain_dir])
 
     loaded = muse_data.load(data_root, {"convention": "reference", "max_items": ITEMS, "icl_shots": -1,
                                         "verbmem_max_new_tokens": MUSE_TOKENS[0],
                                         "knowmem_max_new_tokens": MUSE_TOKENS[1]})
     ours = muse.evaluate(ours_model(model_dir, "model"), loaded, References(retain=ours_model(retain_dir, "retain")))
-    assert_equal_to_openunlearning(ours, theirs)
-    assert [i["generation"] for i in ours["verbmem_rougeL_f1"].details["items"].values()] == their_replies
+
+    def mean_of(metric: str, key: str) -> float:
+        rows = logs[metric]["value_by_index"].values()
+        return sum(row[key] for row in rows) / len(rows)
+
+    theirs = {"extraction_strength": logs["extraction_strength"]["agg_value"],
+              "exact_memorization": logs["exact_memorization"]["agg_value"],
+              "privleak": logs["privleak"]["agg_value"],
+              # OpenUnlearning's mia AUC is forget-vs-holdout; MUSE's column is its complement.
+              "mia_auc_holdout_forget": 1 - logs["mia_min_k"]["agg_value"],
+              "verbmem_rougeL_f1": logs["forget_verbmem_ROUGE"]["agg_value"],
+              **{f"verbmem_{key}": mean_of("forget_verbmem_ROUGE", key) for key in ("rougeL_recall", "rouge1_recall")},
+              **{f"knowmem_{split}_{key}": mean_of(f"{split}_knowmem_ROUGE", key)
+                 for split in ("forget", "retain") for key in ("rougeL_f1", "rougeL_recall")}}
+    assert logs["forget_knowmem_ROUGE"]["agg_value"] == pytest.approx(theirs["knowmem_forget_rougeL_f1"])
+    assert_equal(values(ours), theirs)
+    assert ([item["generation"] for item in ours["verbmem_rougeL_f1"].details["items"].values()]
+            == [v["generation"] for v in logs["forget_verbmem_ROUGE"]["value_by_index"].values()])
 
 
 def test_the_reference_convention_refuses_settings_it_makes_itself(data_root):
