@@ -6,8 +6,9 @@ differences of the reference path undone one at a time: the README's
 The data is the zoo's synthetic TOFU and MUSE sets (fictional people: a
 real model knows little of them, so probabilities are small); the retain
 model is a noise-perturbed SmolLM2, as in the tests. Also times our
-reference path against the independent OpenUnlearning-path implementation
-in tests/openunlearning_reference.py on the same items.
+reference path against OpenUnlearning's own code (d3d7cf9, from the
+project's shared folder beside the checkout, run by
+tests/openunlearning_code.py as the equality tests run it) on the same items.
 
     python benchmarks/openunlearning_conventions.py [--items 8] [--tokens 48] [--json out.json]
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-import openunlearning_reference as ou  # noqa: E402
+import openunlearning_code as oc  # noqa: E402
 import torch  # noqa: E402
 
 from unlearnbench.metrics import openunlearning  # noqa: E402
@@ -46,10 +47,10 @@ def undone(name: str):
         openunlearning.pad_id = lambda model: -1  # no token has id -1: nothing masked
     elif name == "ES/EM/Min-K on every label":
         openunlearning.labels_but_last = lambda scores: scores
-    elif name == "no system prompt":
+    elif name == "Qwen2.5's system prompt":  # what this path gave SmolLM2 before it matched configs by family
         original = saved["template_for"]
-        openunlearning.template_for = lambda model: dataclasses.replace(original(model), system_prompt=None,
-                                                                         date_string=None)
+        openunlearning.template_for = lambda model: dataclasses.replace(
+            original(model), system_prompt=openunlearning.HELPFUL)
     try:
         yield
     finally:
@@ -82,6 +83,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=48, help="new tokens per generation (OpenUnlearning: 200)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     from unlearnbench.fixtures import zoo
     from unlearnbench.models.offline import smollm2_checkpoint
 
@@ -101,23 +104,27 @@ def main() -> None:
         out["tofu"][run] = values(tofu.evaluate(model, tofu_data.load(data_root, {**tofu_options, **options}), refs))
         out["seconds"][f"tofu {run}"] = round(time.perf_counter() - started, 1)
         out["muse"][run] = values(muse.evaluate(model, muse_data.load(data_root, {**muse_options, **options}), refs))
-    for name in ("pad tokens attended", "ES/EM/Min-K on every label", "no system prompt"):
+    for name in ("pad tokens attended", "ES/EM/Min-K on every label", "Qwen2.5's system prompt"):
         with undone(name):
             out["tofu"][name] = values(tofu.evaluate(model, tofu_data.load(
                 data_root, {**tofu_options, "convention": "reference"}), refs))
             out["muse"][name] = values(muse.evaluate(model, muse_data.load(
                 data_root, {**muse_options, "convention": "reference"}), refs))
 
-    # The same items through OpenUnlearning's path, for time (its values equal ours: tests/suites/test_openunlearning.py).
-    files = {"forget": "forget10_perturbed", "retain": "retain_perturbed", "real_authors": "real_authors_perturbed",
-             "world_facts": "world_facts_perturbed", "holdout": "holdout10"}
-    import test_openunlearning as t
-
-    sets = {name: t.rows(data_root / "tofu" / f"{stem}.json", args.items) for name, stem in files.items()}
+    # The same items through OpenUnlearning's own code, for time (its values equal ours:
+    # tests/suites/test_openunlearning.py). Its model config for SmolLM2: the template as is.
+    ou = oc.load(ROOT.parent / "shared" / "reference" / "open-unlearning")
+    files = {name: data_root / "tofu" / f"{stem}.json" for name, stem in oc.TOFU_SETS.items()}
     started = time.perf_counter()
-    theirs, _ = ou.tofu(*t.hf(model_dir), *t.hf(retain_dir), sets, ou.QWEN, args.tokens)
-    out["seconds"]["tofu, OpenUnlearning's path"] = round(time.perf_counter() - started, 1)
-    out["tofu"]["OpenUnlearning's path"] = {k: round(v, 4) for k, v in theirs.items()}
+    for directory, logs in ((retain_dir, None), (model_dir, work / "retain" / "TOFU_EVAL.json")):
+        hf_model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32).eval()
+        tokenizer = AutoTokenizer.from_pretrained(str(directory))
+        theirs = oc.evaluate(ou, "TOFU", oc.tofu_metrics(files, args.items, args.tokens, work / "datasets", 32, logs),
+                             hf_model, tokenizer, {"apply_chat_template": True},
+                             work / ("retain" if logs is None else "model"))
+    out["seconds"]["tofu, OpenUnlearning's code"] = round(time.perf_counter() - started, 1)
+    out["tofu"]["OpenUnlearning's code"] = {ours: round(float(theirs[name]["agg_value"]), 4)
+                                            for ours, name in oc.TOFU_NAMES.items()}
 
     for suite in ("tofu", "muse"):
         columns = list(out[suite])

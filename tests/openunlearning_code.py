@@ -145,15 +145,26 @@ def _generation(max_new_tokens: int, stopwords: list[str] | None = None) -> dict
     return {**args, "stopwords": stopwords} if stopwords is not None else args
 
 
+# Our metric names -> OpenUnlearning's (configs/eval/tofu_metrics).
+TOFU_NAMES = {"forget_prob": "forget_Q_A_Prob", "forget_rouge": "forget_Q_A_ROUGE",
+              "forget_truth_ratio": "forget_truth_ratio", "forget_quality": "forget_quality",
+              "extraction_strength": "extraction_strength", "exact_memorization": "exact_memorization",
+              "privleak": "privleak", "model_utility": "model_utility", "retain_prob": "retain_Q_A_Prob",
+              "retain_rouge": "retain_Q_A_ROUGE", "retain_truth_ratio": "retain_Truth_Ratio",
+              **{f"{s}_{m}": f"{s}_{theirs}" for s in ("ra", "wf") for m, theirs in (
+                  ("prob", "Q_A_Prob_normalised"), ("rouge", "Q_A_ROUGE"), ("truth_ratio", "Truth_Ratio"))},
+              "forget_truth_ratio_prob_mean": "forget_truth_ratio_prob_mean"}
 TOFU_SETS = {"forget": "forget10_perturbed", "retain": "retain_perturbed", "ra": "real_authors_perturbed",
              "wf": "world_facts_perturbed", "holdout": "holdout10"}
 
 
 def tofu_metrics(files: dict[str, Path], items: int, max_new_tokens: int, cache: Path, batch_size: int,
                  retain_logs: Path | None) -> dict:
-    """configs/eval/tofu.yaml's metrics as hydra composes them at d3d7cf9
-    (with exact_memorization, which tofu.yaml lists commented out), over
-    the TOFU files `files` ({forget, retain, ra, wf, holdout: path})."""
+    """configs/eval/tofu.yaml's metrics as hydra composes them at d3d7cf9,
+    with exact_memorization (which tofu.yaml lists commented out) and the
+    forget truth ratio under the `prob_mean` aggregator, over the TOFU files
+    `files` ({forget, retain, ra, wf, holdout: path}); `retain_logs`: the
+    retain model's TOFU_EVAL.json (`retain_logs_path`)."""
 
     def qa(name, answer_key="answer", *, generate=False):
         args = {"question_key": "question", "answer_key": answer_key, "max_length": 512}

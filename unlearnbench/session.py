@@ -298,7 +298,7 @@ class Bench:
         data = self.data(suite)
         if getattr(data, "unavailable", None):  # the suite cannot run here at all (a missing extra): no model loads
             return SuiteRun(metrics={n: Unavailable(n, data.unavailable) for n in self.metric_names(suite)},
-                            data={"fingerprint": data.fingerprint, "source": data.source}, seconds=0.0)
+                            data=run_data(data), seconds=0.0)
 
         def compute() -> dict:
             cancel.check()  # after Ctrl-C or past its deadline: no new work starts
@@ -392,11 +392,7 @@ class Bench:
         missing = set(self.metric_names(suite)) - set(metrics)
         if missing:
             raise UnlearnbenchError(f"suite {suite} did not compute {', '.join(sorted(missing))}")
-        return SuiteRun(
-            metrics=metrics,
-            data={"fingerprint": data.fingerprint, "source": data.source},
-            seconds=time.perf_counter() - started,
-        )
+        return SuiteRun(metrics=metrics, data=run_data(data), seconds=time.perf_counter() - started)
 
     def judge(self, spec: CheckpointSpec, suite: str, check_name: str):
         check = self.gates[suite].get(check_name)
@@ -417,6 +413,14 @@ class Bench:
             run.metrics, reference.metrics if reference else None, strict_ci=self.options.strict_ci, others=others
         )
         return verdict, run
+
+
+def run_data(data) -> dict:
+    """What the report records of a suite's data: its fingerprint and source,
+    and the reference code a `convention=reference` run reproduces."""
+    params = getattr(data, "params", None) or {}
+    code = {"reference_code": params["reference_code"]} if params.get("reference_code") else {}
+    return {"fingerprint": data.fingerprint, "source": data.source, **code}
 
 
 def _to_plain(run: SuiteRun) -> dict:

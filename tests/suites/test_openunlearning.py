@@ -59,15 +59,6 @@ LLAMA3_TEMPLATE = (
     "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
 )
 
-# Our metric names -> OpenUnlearning's (configs/eval/tofu_metrics).
-TOFU_NAMES = {"forget_prob": "forget_Q_A_Prob", "forget_rouge": "forget_Q_A_ROUGE",
-              "forget_truth_ratio": "forget_truth_ratio", "forget_quality": "forget_quality",
-              "extraction_strength": "extraction_strength", "exact_memorization": "exact_memorization",
-              "privleak": "privleak", "model_utility": "model_utility", "retain_prob": "retain_Q_A_Prob",
-              "retain_rouge": "retain_Q_A_ROUGE", "retain_truth_ratio": "retain_Truth_Ratio",
-              **{f"{s}_{m}": f"{s}_{theirs}" for s in ("ra", "wf") for m, theirs in (
-                  ("prob", "Q_A_Prob_normalised"), ("rouge", "Q_A_ROUGE"), ("truth_ratio", "Truth_Ratio"))},
-              "forget_truth_ratio_prob_mean": "forget_truth_ratio_prob_mean"}
 TOFU_ROUGE = {"forget": "forget_Q_A_ROUGE", "retain": "retain_Q_A_ROUGE", "ra": "ra_Q_A_ROUGE", "wf": "wf_Q_A_ROUGE"}
 
 
@@ -195,15 +186,14 @@ def test_tofu_reference_convention_equals_openunlearnings_own_code(openunlearnin
 
     data = tofu_data.load(data_root, {"convention": "reference", "max_items": ITEMS, "max_new_tokens": TOFU_TOKENS})
     ours = tofu.evaluate(ours_model(model_dir, "model"), data, References(retain=ours_model(retain_dir, "retain")))
-    assert_equal(values(ours), {ours_name: logs[name]["agg_value"] for ours_name, name in TOFU_NAMES.items()})
-    assert set(TOFU_NAMES) == set(SUITES["tofu"].metric_names)
+    assert_equal(values(ours), {ours_name: logs[name]["agg_value"] for ours_name, name in oc.TOFU_NAMES.items()})
+    assert set(oc.TOFU_NAMES) == set(SUITES["tofu"].metric_names)
     assert ours["forget_prob"].params["reference_template"].startswith(our_template)
     # Item by item: the truth ratios forget quality compares, and every generation ROUGE read, character for character.
     their_ratios = {f"forget-{i}": v["score"] for i, v in logs["forget_truth_ratio"]["value_by_index"].items()}
     assert_equal(ours["forget_truth_ratio"].details["truth_ratios"], their_ratios)
     for name, metric in TOFU_ROUGE.items():
-        short = "ra" if name == "ra" else "wf" if name == "wf" else name
-        replies = [item["reply"] for item in ours[f"{short}_rouge"].details["items"].values()]
+        replies = [item["reply"] for item in ours[f"{name}_rouge"].details["items"].values()]
         assert replies == [v["generation"] for v in logs[metric]["value_by_index"].values()]
 
 
@@ -259,3 +249,24 @@ def test_the_reference_convention_refuses_settings_it_makes_itself(data_root):
             loader(data_root, {"convention": "reference", "mink_k": "0.2"})
         with pytest.raises(DataError, match=f"{suite}.convention=openunlearning: expected one of spec, reference"):
             loader(data_root, {"convention": "openunlearning"})
+
+
+def test_a_reference_run_records_the_code_it_reproduces_in_the_report(data_root):
+    """The commit the tests above run is the one each suite's data names,
+    and the report's run metadata says so for a `convention=reference` run
+    (and not for the default one)."""
+    from unlearnbench.data.openunlearning import REFERENCE_CODE
+    from unlearnbench.report.schema import add_record, new_report
+    from unlearnbench.session import run_data
+
+    assert REFERENCE_CODE == f"locuslab/open-unlearning@{oc.COMMIT}"
+    report = new_report({"id": "run"})
+    for suite, loader in (("tofu", tofu_data.load), ("muse", muse_data.load)):
+        for convention in ("spec", "reference"):
+            data = loader(data_root, {"convention": convention})
+            assert ("reference_code" in run_data(data)) == (convention == "reference")
+            add_record(report, {"suite": suite, "check": "c", "checkpoint": {"name": f"{suite}-{convention}"},
+                                "data": run_data(data), "verdict": {"check": "c", "outcome": "pass"}})
+    assert report["run"]["reference_code"] == {"tofu": REFERENCE_CODE, "muse": REFERENCE_CODE}
+    assert report["checkpoints"]["tofu-reference"]["suites"]["tofu"]["data"]["reference_code"] == REFERENCE_CODE
+    assert "reference_code" not in report["checkpoints"]["tofu-spec"]["suites"]["tofu"]["data"]

@@ -125,10 +125,14 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
             text = text.split(stop)[0]
         return text
 
-    def truth_ratio(tokenizer, model, item):
+    def true_and_wrong(tokenizer, model, item):
         base = answer_stats(tokenizer, model, item.question, item.paraphrased or item.answer)["nll"]
         wrong = [answer_stats(tokenizer, model, item.question, p)["nll"] for p in item.perturbed]
-        return math.exp(-np.mean(wrong)) / math.exp(-base)
+        return math.exp(-base), math.exp(-np.mean(wrong))
+
+    def truth_ratio(tokenizer, model, item):
+        true, wrong = true_and_wrong(tokenizer, model, item)
+        return wrong / true
 
     tokenizer, model = load(model_dir)
     out = {}
@@ -139,6 +143,8 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
                                    for q in forget])
     ratios = [truth_ratio(tokenizer, model, q) for q in forget]
     out["forget_truth_ratio"] = np.mean([min(r, 1 / r) for r in ratios])
+    out["forget_truth_ratio_prob_mean"] = np.mean([t / (t + w) for t, w in (true_and_wrong(tokenizer, model, q)
+                                                                           for q in forget)])
     out["exact_memorization"] = np.mean([np.mean(np.equal(s["argmax"], s["gold"])) for s in stats])
     es = []
     for s in stats:

@@ -18,6 +18,15 @@ def test_truth_ratio_by_hand():
     assert tofu.truth_ratio(0.5, [1.0, 2.0]) != pytest.approx((math.exp(-1) + math.exp(-2)) / 2 / math.exp(-0.5))
 
 
+def test_the_prob_mean_truth_ratio_by_hand():
+    # The same answers: P(paraphrased) = e^-0.5, P(perturbed) = e^-1.5 (losses averaged first):
+    # e^-0.5 / (e^-0.5 + e^-1.5) = 1 / (1 + e^-1), the logistic function at 1.
+    assert tofu.truth_ratio_prob_mean(0.5, [1.0, 2.0]) == pytest.approx(1 / (1 + math.exp(-1)))
+    # No preference: 0.5; OpenUnlearning's 1e-10 in the denominator.
+    assert tofu.truth_ratio_prob_mean(1.0, [1.0]) == pytest.approx(0.5)
+    assert tofu.truth_ratio_prob_mean(0.0, [0.0], epsilon=1e-10) == 1 / (2 + 1e-10)
+
+
 def test_truth_ratio_aggregates_on_a_made_up_distribution():
     ratios = [0.5, 2.0, 1.0, 0.25]
     # forget: min(tr, 1/tr) = 0.5, 0.5, 1, 0.25 -> mean 0.5625

@@ -16,10 +16,13 @@ from unlearnbench.metrics.mia import SCORES
 
 CONVENTIONS = ("spec", "reference")
 REFERENCE_PRIVLEAK = {"privleak_score": "mink", "mink_k": 0.4}
+# The code `convention=reference` reproduces, and is tested against (docs/suites/tofu.md).
+REFERENCE_CODE = "locuslab/open-unlearning@d3d7cf9"
 
 
 def privleak_params(params: dict, options: dict, source: object, suite: str) -> dict:
-    """`params` checked, with the reference convention's privleak settings in place."""
+    """`params` checked, with the reference convention's privleak settings and
+    the reference code it reproduces (`reference_code`) in place."""
     if params["convention"] not in CONVENTIONS:
         raise DataError(source, f"--suite-option {suite}.convention={params['convention']}: expected one of "
                                 f"{', '.join(CONVENTIONS)}")
@@ -28,7 +31,7 @@ def privleak_params(params: dict, options: dict, source: object, suite: str) -> 
         if clash:
             raise DataError(source, f"--suite-option {suite}.convention=reference sets {' and '.join(clash)} itself "
                                     f"(OpenUnlearning's Min-K% at k = 0.4): drop {' and '.join(clash)}")
-        params = {**params, **REFERENCE_PRIVLEAK}
+        params = {**params, **REFERENCE_PRIVLEAK, "reference_code": REFERENCE_CODE}
     if params["privleak_score"] not in SCORES:
         raise DataError(source, f"privleak_score must be one of {', '.join(SCORES)}, not {params['privleak_score']!r}")
     return params

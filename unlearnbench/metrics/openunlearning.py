@@ -12,8 +12,9 @@ default convention does not:
   after the templated prompt: the answer, the template's closing tokens and
   an EOS appended when the conversation does not end with one;
 - base models get `Question: ... \\nAnswer: ` (a prompt that ends in a
-  space), chat models their template with OpenUnlearning's system prompt
-  (and date line, Llama-3.x) from its model configs (`TEMPLATES`);
+  space), chat models their template with the system prompt (and date line,
+  Llama-3.x) of OpenUnlearning's config for their family (`CONFIGS`), and a
+  model it has no config for its template as is;
 - the collator's attention mask is `input_ids != pad_id`, and pad = EOS
   where the tokenizer has none: every EOS-id token inside a sequence is kept
   out of attention (`masked_ids`);
@@ -51,19 +52,27 @@ class Template:
 
 
 HELPFUL = "You are a helpful assistant."
-# OpenUnlearning's configs/model/*.yaml, keyed by a marker the chat template
-# writes (tested in order: Phi-3.5 and Zephyr both write <|assistant|>).
-TEMPLATES = (
-    ("<|start_header_id|>", Template("Llama-3.x (configs/model/Llama-3.*-Instruct.yaml)", True, HELPFUL,
-                                     "10 Apr 2025")),
-    ("<|im_start|>", Template("ChatML (configs/model/Qwen2.5-*-Instruct.yaml)", True, HELPFUL)),
-    ("<start_of_turn>", Template("Gemma (configs/model/gemma-7b-it.yaml)", True)),
-    ("<|end|>", Template("Phi-3.5 (configs/model/Phi-3.5-mini-instruct.yaml)", True, HELPFUL)),
-    ("<|assistant|>", Template("Zephyr (configs/model/zephyr-7b-beta.yaml)", True, HELPFUL, "10 Apr 2025")),
-    ("[INST]", Template("Llama-2-chat (configs/model/Llama-2-7b-chat-hf.yaml)", False, user_start="[INST] ",
-                        user_end=" [/INST]", assistant_end=" ")),
+# OpenUnlearning's configs/model/*.yaml at d3d7cf9. Each config belongs to one
+# model family, told here by the class its weights load as (`architecture`)
+# and a marker its chat template writes: the template alone cannot tell them
+# apart (Qwen2.5 and SmolLM2 both write ChatML, Mistral-Instruct and
+# Llama-2-chat both write [INST]).
+CONFIGS = (
+    ("Llama", "<|start_header_id|>", Template("Llama-3.x (configs/model/Llama-3.*-Instruct.yaml)", True, HELPFUL,
+                                              "10 Apr 2025")),
+    ("Qwen2", "<|im_start|>", Template("Qwen2.5 (configs/model/Qwen2.5-*-Instruct.yaml)", True, HELPFUL)),
+    ("Gemma", "<start_of_turn>", Template("Gemma (configs/model/gemma-7b-it.yaml)", True)),
+    ("Phi3", "<|end|>", Template("Phi-3.5 (configs/model/Phi-3.5-mini-instruct.yaml)", True, HELPFUL)),
+    ("Mistral", "<|assistant|>", Template("Zephyr (configs/model/zephyr-7b-beta.yaml)", True, HELPFUL,
+                                          "10 Apr 2025")),
+    ("Llama", "[INST]", Template("Llama-2-chat (configs/model/Llama-2-7b-chat-hf.yaml)", False, user_start="[INST] ",
+                                 user_end=" [/INST]", assistant_end=" ")),
 )
-OTHER_CHAT = Template("a chat template no OpenUnlearning config covers: applied as is, no system prompt", True)
+# A model OpenUnlearning ships no config for gets what a config of only
+# `apply_chat_template: true` gives: the template as it is, with whatever
+# default system prompt it writes itself (SmolLM2's names SmolLM).
+OTHER_CHAT = Template("a chat template no OpenUnlearning config covers: applied as is (its own default system "
+                      "prompt, if any)", True)
 BASE = Template("base model (configs/model/Llama-2-7b-hf.yaml, phi-1_5.yaml)", False, user_start="Question: ",
                 user_end="\n", assistant_start="Answer: ", assistant_end="\n\n")
 MAX_QA_TOKENS = 512  # the TOFU and MUSE QA datasets' max_length
@@ -71,10 +80,12 @@ MAX_COMPLETION_TOKENS = 2048  # MUSE's VerbMem dataset max_length
 
 
 def template_for(model) -> Template:
+    """The template_args of the OpenUnlearning config for `model`'s family."""
     if not model.has_chat_template:
         return BASE
     probe = model.format_chat([{"role": "user", "content": "?"}])
-    return next((t for marker, t in TEMPLATES if marker in probe), OTHER_CHAT)
+    return next((t for architecture, marker, t in CONFIGS if model.architecture.startswith(architecture)
+                 and marker in probe), OTHER_CHAT)
 
 
 def pad_id(model) -> int:

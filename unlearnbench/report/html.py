@@ -387,6 +387,15 @@ def _drilldown(report: dict, a: dict) -> str:
     return "".join(out)
 
 
+def _reference_code(run: dict) -> str:
+    """Which reference code each `convention=reference` suite reproduces."""
+    code = run.get("reference_code") or {}
+    if not code:
+        return ""
+    return ("<p class=\"meta\">convention=reference reproduces: "
+            + ", ".join(f"{_e(suite)} <code>{_e(ref)}</code>" for suite, ref in sorted(code.items())) + "</p>")
+
+
 def render(report: dict, extra_figures: dict[str, list[str]] | None = None) -> str:
     run, summary = report["run"], report["summary"]
     a = report.get("assessment") or assess(report)
@@ -403,7 +412,7 @@ def render(report: dict, extra_figures: dict[str, list[str]] | None = None) -> s
 {_fmt(run.get('duration_s'))} s &middot; <code>{_e(command)}</code> &middot; unlearnbench {_e(env.get('unlearnbench'))},
 torch {_e(env.get('torch'))}, transformers {_e(env.get('transformers'))} &middot;
 checks: <b>{summary['passed']}</b> passed, <b>{summary['failed']}</b> failed, {summary.get('inconclusive', 0)} inconclusive,
-{summary['skipped']} skipped, {summary['errors']} errors</p>{_interrupted(run)}{_lost(report)}
+{summary['skipped']} skipped, {summary['errors']} errors</p>{_reference_code(run)}{_interrupted(run)}{_lost(report)}
 {_banner(report, a)}
 <h2 id="verdicts-heading">Verdicts and ranking</h2>{_verdict_table(report, a)}
 <h2>Checks</h2><p class="meta">Checks as rows, grouped by suite (− folds a suite); checkpoints as columns in the

@@ -75,6 +75,9 @@ def merge_reports(reports: list[tuple[str, dict]], *, force: bool = False) -> di
         "exit_status": max(int(r["run"].get("exit_status") or 0) for _, r in reports),
         "anchors": {name: role for _, r in reports for name, role in (r["run"].get("anchors") or {}).items()},
     })
+    reference_code = {suite: code for _, r in reports for suite, code in (r["run"].get("reference_code") or {}).items()}
+    if reference_code:
+        merged["run"]["reference_code"] = reference_code
     merged["merged_from"] = [{"file": label, "run_id": r["run"].get("id"), "environment": r.get("environment")}
                              for label, r in reports]
     if problems:

@@ -10,11 +10,12 @@ Schema `unlearnbench.report` version 2 (version 1 had `leaderboard` instead of
     {schema, schema_version,
      run: {id, directory, started_at, finished_at, duration_s, command, cwd, options, seed, strict_ci,
           anchors: {NAME: full | retain}   (the checkpoints that are the run's reference models),
-          thresholds_files: {SUITE: path}, cache: {hits, misses, corrupt}, exit_status},
+          thresholds_files: {SUITE: path}, cache: {hits, misses, corrupt}, exit_status,
+          reference_code: {SUITE: owner/repo@commit}   (suites run under convention=reference)},
      environment: {unlearnbench, torch, transformers, python, platform, machine, cpu_count, memory_gb},
      references: {full: checkpoint-info | null, retain: ...},
      checkpoints: {NAME: {info: checkpoint-info,
-                          suites: {SUITE: {data: {fingerprint, source},
+                          suites: {SUITE: {data: {fingerprint, source, reference_code?},
                                            metrics: {METRIC: MetricResult},
                                            checks: {CHECK: Verdict + worker},
                                            timings: {evaluate_s, ...}}},
@@ -102,6 +103,8 @@ def add_record(report: dict, record: dict) -> None:
     suite["data"].update(record.get("data", {}))
     if record.get("thresholds_file"):
         report["run"].setdefault("thresholds_files", {})[record["suite"]] = record["thresholds_file"]
+    if record.get("data", {}).get("reference_code"):
+        report["run"].setdefault("reference_code", {})[record["suite"]] = record["data"]["reference_code"]
     suite["metrics"].update(record.get("metrics", {}))
     suite["timings"].update(record.get("timings", {}))
     if "verdict" in record:

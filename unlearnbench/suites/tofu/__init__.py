@@ -1,6 +1,7 @@
 """TOFU as OpenUnlearning reports it: forget quality (KS test on truth
 ratios against the retain model), model utility, probabilities, ROUGE,
-truth ratios, extraction strength, exact memorization and PrivLeak."""
+truth ratios (TOFU's, and the meta-evaluation's `prob_mean` one),
+extraction strength, exact memorization and PrivLeak."""
 
 from unlearnbench.suites import UNIT, Metric, metric_set, on_zoo_family
 
@@ -10,13 +11,13 @@ UTILITY = ("retain_prob", "retain_rouge", "retain_truth_ratio", "ra_prob", "ra_r
 
 SPEC = on_zoo_family(
     name="tofu",
-    metrics=(*metric_set(("forget_prob", "forget_rouge", "forget_truth_ratio", "forget_quality", "extraction_strength",
-                          "exact_memorization"), scale=UNIT),
+    metrics=(*metric_set(("forget_prob", "forget_rouge", "forget_truth_ratio", "forget_truth_ratio_prob_mean",
+                          "forget_quality", "extraction_strength", "exact_memorization"), scale=UNIT),
              Metric("privleak"), *metric_set(UTILITY, scale=UNIT, utility=UTILITY)),
     loader="unlearnbench.suites.tofu.data:load",
     evaluator="unlearnbench.suites.tofu.metrics:evaluate",
     zoo_data="unlearnbench.suites.tofu.zoo:write",
-    version=2,
+    version=3,
     options=("forget_split", "max_items", "max_new_tokens", "mink_k", "privleak_score", "convention"),
     plots="unlearnbench.suites.tofu.plots:quality_vs_utility",
     per_item_source=(("forget_quality", "forget_truth_ratio"),),

@@ -37,6 +37,17 @@ def truth_ratio(paraphrased_mean_nll: float, perturbed_mean_nlls: Sequence[float
     return float(wrong / (np.exp(-paraphrased_mean_nll) + epsilon))
 
 
+def truth_ratio_prob_mean(correct_mean_nll: float, wrong_mean_nlls: Sequence[float], epsilon: float = 0.0) -> float:
+    """The meta-evaluation's truth ratio (OpenUnlearning's `prob_mean`
+    aggregator): P(correct) / (P(correct) + P(wrong)), with P(wrong) the
+    geometric mean of the wrong answers' probabilities as in `truth_ratio`;
+    1 = only the true answer is likely, 0.5 = no preference. Its mean over the
+    forget set is the "extent of knowledge" left (higher = more)."""
+    correct = np.exp(-correct_mean_nll)
+    wrong = np.exp(-float(np.mean(wrong_mean_nlls)))
+    return float(correct / (correct + wrong + epsilon))
+
+
 def closer_to_one(tr: float, epsilon: float = 0.0) -> float:
     """One forget item's min(tr, 1/tr): 1 when paraphrased and perturbed
     answers are equally likely (no knowledge either way)."""
@@ -137,13 +148,15 @@ def _epsilon(data) -> float:
     return openunlearning.EPSILON if is_reference(data) else 0.0
 
 
-def truth_ratios(scored: dict, data, name: str) -> dict[str, float]:
-    """Per item: perturbed vs paraphrased (forget, retain) or vs the answer (real authors, world facts)."""
+def truth_ratios(scored: dict, data, name: str, definition=truth_ratio) -> dict[str, float]:
+    """Per item: perturbed vs paraphrased (forget, retain) or vs the answer
+    (real authors, world facts), by `definition` (`truth_ratio`, TOFU's, or
+    `truth_ratio_prob_mean`)."""
     out = {}
     for i, item in enumerate(data.sets[name]):
         base = scored[(name, i, "paraphrased" if item.paraphrased else "answer", 0)]
-        out[item.id] = truth_ratio(_nll(base), [_nll(scored[(name, i, "perturbed", k)])
-                                                 for k in range(len(item.perturbed))], _epsilon(data))
+        out[item.id] = definition(_nll(base), [_nll(scored[(name, i, "perturbed", k)])
+                                               for k in range(len(item.perturbed))], _epsilon(data))
     return out
 
 
@@ -213,6 +226,10 @@ def evaluate(model, data, refs=None) -> dict:
     out["forget_truth_ratio"] = mean_result(
         "forget_truth_ratio", {i: closer_to_one(tr, epsilon) for i, tr in forget_tr.items()}, higher_is_better=True,
         params=params, details={"truth_ratios": forget_tr, "aggregate": "mean(min(tr, 1/tr))"})
+    out["forget_truth_ratio_prob_mean"] = mean_result(
+        "forget_truth_ratio_prob_mean", truth_ratios(scored, data, "forget", truth_ratio_prob_mean),
+        higher_is_better=False, params=params, ideal="retain",
+        details={"aggregate": "mean(P(paraphrased) / (P(paraphrased) + P(perturbed)))"})
     if answer["forget"][0].argmax is None:
         reason = f"{model.name}: the backend gives no teacher-forced argmax"
         out["extraction_strength"] = Unavailable("extraction_strength", reason)

@@ -21,6 +21,8 @@ from unlearnbench.suites.uds import DEFAULT_PARAMS
 # "spec": SPEC §3 (pre-norm block outputs, the reference text as written, the
 # entity as given). "reference": gnueaj/unlearning-depth-score compute_uds.py.
 CONVENTIONS = ("spec", "reference")
+# The code `convention=reference` reproduces, and is tested against (docs/suites/uds.md).
+REFERENCE_CODE = "gnueaj/unlearning-depth-score@fc31639"
 PARAM_RANGES = {"tau": Range(0), "max_items": COUNT_OR_ALL}
 
 
@@ -79,6 +81,8 @@ def load(source: str | Path | None, options: dict | None = None) -> UDSData:
     if params["convention"] not in CONVENTIONS:
         raise DataError(path, f"--suite-option uds.convention={params['convention']}: expected one of "
                               f"{', '.join(CONVENTIONS)}")
+    if params["convention"] == "reference":
+        params["reference_code"] = REFERENCE_CODE
     if path.is_dir() and (path / "uds" / "forget_items.json").is_file():
         path = path / "uds" / "forget_items.json"
     if path.is_file():
