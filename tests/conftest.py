@@ -289,11 +289,9 @@ def smollm2(smollm2_dir):
     return ModelHandle.load(str(smollm2_dir), device="cpu")
 
 
-@pytest.fixture(scope="session")
-def perturbed_smollm2_dir(smollm2_dir):
-    """SmolLM2 with Gaussian noise (sd 0.01, seed 3) on every weight: a retain
-    model for relative metrics that differs from SmolLM2 but still answers.
-    Built once per machine, named after the converted SmolLM2 it comes from."""
+def noisy_copy(source: Path, sd: float, seed: int) -> Path:
+    """`source` with Gaussian noise (`sd`, generator seeded `seed`) on every
+    weight, saved beside it once per machine under a name that says so."""
     import shutil
 
     import torch
@@ -301,20 +299,27 @@ def perturbed_smollm2_dir(smollm2_dir):
 
     from unlearnbench.cache import file_lock
 
-    directory = smollm2_dir.with_name(f"{smollm2_dir.name}-noise-0.01-seed-3")
+    directory = source.with_name(f"{source.name}-noise-{sd}-seed-{seed}")
     with file_lock(directory.with_suffix(".lock")):
         if not (directory / "config.json").is_file():
             staging = directory.with_name(directory.name + ".building")
             shutil.rmtree(staging, ignore_errors=True)
-            model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir), dtype=torch.float32)
-            generator = torch.Generator().manual_seed(3)
+            model = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32)
+            generator = torch.Generator().manual_seed(seed)
             with torch.no_grad():
                 for p in model.parameters():
-                    p.add_(torch.randn(p.shape, generator=generator) * 0.01)
+                    p.add_(torch.randn(p.shape, generator=generator) * sd)
             model.save_pretrained(staging)
-            AutoTokenizer.from_pretrained(str(smollm2_dir)).save_pretrained(staging)
+            AutoTokenizer.from_pretrained(str(source)).save_pretrained(staging)
             staging.rename(directory)
     return directory
+
+
+@pytest.fixture(scope="session")
+def perturbed_smollm2_dir(smollm2_dir):
+    """SmolLM2 with Gaussian noise (sd 0.01, seed 3) on every weight: a retain
+    model for relative metrics that differs from SmolLM2 but still answers."""
+    return noisy_copy(smollm2_dir, 0.01, 3)
 
 
 class ZooGate:

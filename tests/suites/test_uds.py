@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -317,3 +318,56 @@ def test_uds_skips_without_both_references(zoo_family, cache_dir, tofu_items):
     bench.prepare_suites(["uds"], {"uds": ROOT / "thresholds" / "uds.yaml"})
     verdict, _ = bench.judge(spec, "uds", "knowledge_erased_in_depth")
     assert verdict.outcome == "skip" and "--full-model and --retain-model" in verdict.reason
+
+
+# ------------------------------------------- the reference code itself
+UDS_REFERENCE = ROOT.parent / "shared" / "reference" / "unlearning-depth-score"
+
+
+def run_compute_uds(full_dir, retain_dir, unlearned_dir, items_file, n: int, out_dir) -> list[dict]:
+    """gnueaj/unlearning-depth-score's `compute_uds.py` (fc31639, from the
+    project's shared folder) run as its README runs it, on local folders, on
+    CPU in float32, every layer, batch 1, no S1 cache: its per-item results."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, str(UDS_REFERENCE / "compute_uds.py"), "--full_model", str(full_dir),
+               "--retain_model", str(retain_dir), "--unlearn_model", str(unlearned_dir), "--data_path",
+               str(items_file), "--num_examples", str(n), "--dtype", "float32", "--device_map", "cpu", "--gpu", "",
+               "--no_s1_cache", "--out_dir", str(out_dir)]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run(command, cwd=out_dir.parent, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((out_dir / "results.json").read_text())
+
+
+@pytest.mark.real_model
+def test_reference_convention_equals_compute_uds_per_item_on_smollm2(smollm2_dir, perturbed_smollm2_dir, tofu_items,
+                                                                    reference_results, tmp_path):
+    """Full = SmolLM2, retain and unlearned = two noise-perturbed copies of
+    it, the first 5 UDS-annotated TOFU items: every item's UDS (and which
+    items have none) as the public code computes it."""
+    from conftest import noisy_copy, require
+    from unlearnbench.metrics.core import References
+
+    require(UDS_REFERENCE.is_dir(), f"{UDS_REFERENCE} (the UDS reference code at fc31639, in the project's "
+                                    "shared folder)", "put the project's shared/ folder next to this clone (CI has it)")
+    unlearned_dir = noisy_copy(smollm2_dir, 0.02, 5)
+    n = 5
+    theirs = reference_results.get(
+        "compute-uds-smollm2", lambda: run_compute_uds(smollm2_dir, perturbed_smollm2_dir, unlearned_dir, tofu_items, n,
+                                                       tmp_path / "run"),
+        code=[run_compute_uds], inputs=(n, tofu_items.read_bytes(), {p.name: p.read_bytes() for p in sorted(
+            UDS_REFERENCE.glob("**/*.py"))}),
+        models=[smollm2_dir, perturbed_smollm2_dir, unlearned_dir])
+
+    data = uds_data.load(str(tofu_items), {"max_items": n, "convention": "reference"})
+    full, retain, unlearned = (ModelHandle.load(str(d), name=name, device="cpu") for d, name in (
+        (smollm2_dir, "full"), (perturbed_smollm2_dir, "retain"), (unlearned_dir, "unlearned")))
+    ours = uds.evaluate(unlearned, data, References(full=full, retain=retain))["uds"]
+    their_uds = {str(r["idx"]): r["uds"] for r in theirs}
+    assert len(their_uds) == n and set(ours.per_item) == {idx for idx, v in their_uds.items() if v is not None}
+    assert any(v is not None for v in their_uds.values())
+    for idx, value in ours.per_item.items():
+        assert value == pytest.approx(their_uds[idx], abs=1e-5), idx
+    assert data.params["reference_code"] == "gnueaj/unlearning-depth-score@fc31639"
