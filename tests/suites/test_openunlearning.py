@@ -11,6 +11,8 @@ and generation by generation, on
 - a Llama-3-style model whose template writes the BOS its byte-level BPE
   tokenizer also adds, under OpenUnlearning's Llama-3.2 config (system
   prompt and date line);
+- the same model under a config of the user's own, with another system
+  prompt, stated to our side as `reference_system_prompt`;
 - a base model (no chat template, byte-level BPE adding BOS) under its
   Llama-2 base config: `Question: ...\\nAnswer: `, a prompt ending in a space.
 
@@ -45,6 +47,7 @@ REFERENCE = SHARED / "reference" / "open-unlearning"
 # configs/model/*.yaml template_args at d3d7cf9 (the tag fields the chat path never reads left out).
 NO_CONFIG_CHAT = {"apply_chat_template": True}  # what a user writes for a chat model OpenUnlearning has no config for
 LLAMA3 = {"apply_chat_template": True, "system_prompt": "You are a helpful assistant.", "date_string": "10 Apr 2025"}
+OWN_PROMPT = "Answer in one short line."
 LLAMA2_BASE = {"apply_chat_template": False, "user_start_tag": "Question: ", "user_end_tag": "\n",
                "asst_start_tag": "Answer: ", "asst_end_tag": "\n\n"}
 
@@ -107,14 +110,19 @@ def openunlearning():
 @pytest.fixture(scope="module")
 def families(smollm2_dir, perturbed_smollm2_dir, zoo_family, tmp_path_factory):
     """{family: (model dir, retain dir, OpenUnlearning's template_args for it,
-    the reference template our side must pick)}."""
+    the reference template our side must pick, our suite options for it)}."""
     tmp = tmp_path_factory.mktemp("families")
+    llama3 = (llama3_style(zoo_family["full"], tmp / "llama3-full", 0),
+              llama3_style(zoo_family["retain"], tmp / "llama3-retain", 1))
     return {
-        "smollm2": (smollm2_dir, perturbed_smollm2_dir, NO_CONFIG_CHAT, "a chat template no OpenUnlearning config"),
-        "llama3-bos": (llama3_style(zoo_family["full"], tmp / "llama3-full", 0),
-                       llama3_style(zoo_family["retain"], tmp / "llama3-retain", 1), LLAMA3, "Llama-3.x"),
-        "base": (base_model(zoo_family["full"], tmp / "base-full"), base_model(zoo_family["retain"], tmp / "base-retain"),
-                 LLAMA2_BASE, "base model"),
+        "smollm2": (smollm2_dir, perturbed_smollm2_dir, NO_CONFIG_CHAT, "a chat template no OpenUnlearning config",
+                    {}),
+        "llama3-bos": (*llama3, LLAMA3, "Llama-3.x (configs", {}),
+        "llama3-own-prompt": (*llama3, {**LLAMA3, "system_prompt": OWN_PROMPT},
+                              f"Llama-3.x (configs/model/Llama-3.*-Instruct.yaml); system prompt: {OWN_PROMPT!r}",
+                              {"reference_system_prompt": OWN_PROMPT}),
+        "base": (base_model(zoo_family["full"], tmp / "base-full"),
+                 base_model(zoo_family["retain"], tmp / "base-retain"), LLAMA2_BASE, "base model", {}),
     }
 
 
@@ -169,10 +177,10 @@ def values(results: dict) -> dict:
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("family", ["smollm2", "llama3-bos", "base"])
+@pytest.mark.parametrize("family", ["smollm2", "llama3-bos", "llama3-own-prompt", "base"])
 def test_tofu_reference_convention_equals_openunlearnings_own_code(openunlearning, families, family, data_root,
                                                                    reference_results, tmp_path):
-    model_dir, retain_dir, template, our_template = families[family]
+    model_dir, retain_dir, template, our_template, options = families[family]
     files = {name: data_root / "tofu" / f"{stem}.json" for name, stem in oc.TOFU_SETS.items()}
 
     def metrics(retain_logs):
@@ -184,7 +192,8 @@ def test_tofu_reference_convention_equals_openunlearnings_own_code(openunlearnin
         code=[oc, hf, *openunlearning.modules], inputs=(metrics(None), template),
         models=[model_dir, retain_dir])
 
-    data = tofu_data.load(data_root, {"convention": "reference", "max_items": ITEMS, "max_new_tokens": TOFU_TOKENS})
+    data = tofu_data.load(data_root, {"convention": "reference", "max_items": ITEMS, "max_new_tokens": TOFU_TOKENS,
+                                      **options})
     ours = tofu.evaluate(ours_model(model_dir, "model"), data, References(retain=ours_model(retain_dir, "retain")))
     assert_equal(values(ours), {ours_name: logs[name]["agg_value"] for ours_name, name in oc.TOFU_NAMES.items()})
     assert set(oc.TOFU_NAMES) == set(SUITES["tofu"].metric_names)
@@ -198,15 +207,16 @@ def test_tofu_reference_convention_equals_openunlearnings_own_code(openunlearnin
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("family", ["smollm2", "llama3-bos", "base"])
+@pytest.mark.parametrize("family", ["smollm2", "llama3-bos", "llama3-own-prompt", "base"])
 def test_muse_reference_convention_equals_openunlearnings_own_code(openunlearning, families, family, data_root,
                                                                    reference_results, tmp_path):
-    model_dir, retain_dir, template, _ = families[family]
+    model_dir, retain_dir, template, _, options = families[family]
     root = data_root / "muse"
     files = {"verbmem": root / "verbmem" / "forget.json",
              **{split: root / "knowmem" / f"{split}.json" for split in ("forget_qa", "retain_qa")},
              **{f"{split}_icl": root / "knowmem" / f"{split}_icl.json" for split in ("forget_qa", "retain_qa")},
-             "privleak_forget": root / "privleak" / "forget.json", "privleak_holdout": root / "privleak" / "holdout.json"}
+             "privleak_forget": root / "privleak" / "forget.json",
+             "privleak_holdout": root / "privleak" / "holdout.json"}
 
     def metrics(retain_logs):
         return oc.muse_metrics(files, ITEMS, *MUSE_TOKENS, tmp_path / "datasets", retain_logs)
@@ -219,7 +229,7 @@ def test_muse_reference_convention_equals_openunlearnings_own_code(openunlearnin
 
     loaded = muse_data.load(data_root, {"convention": "reference", "max_items": ITEMS, "icl_shots": -1,
                                         "verbmem_max_new_tokens": MUSE_TOKENS[0],
-                                        "knowmem_max_new_tokens": MUSE_TOKENS[1]})
+                                        "knowmem_max_new_tokens": MUSE_TOKENS[1], **options})
     ours = muse.evaluate(ours_model(model_dir, "model"), loaded, References(retain=ours_model(retain_dir, "retain")))
 
     def mean_of(metric: str, key: str) -> float:
@@ -249,6 +259,18 @@ def test_the_reference_convention_refuses_settings_it_makes_itself(data_root):
             loader(data_root, {"convention": "reference", "mink_k": "0.2"})
         with pytest.raises(DataError, match=f"{suite}.convention=openunlearning: expected one of spec, reference"):
             loader(data_root, {"convention": "openunlearning"})
+        with pytest.raises(DataError, match=f"{suite}.reference_system_prompt applies to convention=reference only"):
+            loader(data_root, {"reference_system_prompt": "none"})
+
+
+def test_a_system_prompt_for_a_model_prompted_through_tags_is_refused_with_its_reason(zoo_family, data_root,
+                                                                                      tmp_path):
+    from unlearnbench.errors import DataError
+
+    model = ModelHandle.load(str(base_model(zoo_family["full"], tmp_path / "base")), name="base", device="cpu")
+    data = tofu_data.load(data_root, {"convention": "reference", "max_items": 2, "reference_system_prompt": "none"})
+    with pytest.raises(DataError, match="base is prompted through base model .* a system prompt has no place there"):
+        tofu.evaluate(model, data)
 
 
 def test_a_reference_run_records_the_code_it_reproduces_in_the_report(data_root):

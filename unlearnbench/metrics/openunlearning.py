@@ -33,7 +33,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from unlearnbench.errors import DataError
+
 EPSILON = 1e-10
+AUTO = "auto"  # `reference_system_prompt`'s default: the system prompt of the config for the model's family
 
 
 @dataclass(frozen=True)
@@ -79,13 +82,25 @@ MAX_QA_TOKENS = 512  # the TOFU and MUSE QA datasets' max_length
 MAX_COMPLETION_TOKENS = 2048  # MUSE's VerbMem dataset max_length
 
 
-def template_for(model) -> Template:
-    """The template_args of the OpenUnlearning config for `model`'s family."""
+def template_for(model, system_prompt: str = AUTO) -> Template:
+    """The template_args of the OpenUnlearning config for `model`'s family,
+    with `system_prompt` (a suite's `reference_system_prompt`: "auto" keeps
+    the config's, "none" drops it, any other text replaces it)."""
     if not model.has_chat_template:
-        return BASE
-    probe = model.format_chat([{"role": "user", "content": "?"}])
-    return next((t for architecture, marker, t in CONFIGS if model.architecture.startswith(architecture)
-                 and marker in probe), OTHER_CHAT)
+        template = BASE
+    else:
+        probe = model.format_chat([{"role": "user", "content": "?"}])
+        template = next((t for architecture, marker, t in CONFIGS if model.architecture.startswith(architecture)
+                         and marker in probe), OTHER_CHAT)
+    if system_prompt == AUTO:
+        return template
+    if not template.chat:
+        raise DataError("--suite-option reference_system_prompt", f"{model.name} is prompted through "
+                        f"{template.family}, literal tags without a chat template: a system prompt has no place "
+                        f"there (OpenUnlearning's tag configs have none); drop the option")
+    text = None if system_prompt == "none" else system_prompt
+    return replace(template, system_prompt=text,
+                   family=f"{template.family}; system prompt: {'none' if text is None else repr(text)}")
 
 
 def pad_id(model) -> int:

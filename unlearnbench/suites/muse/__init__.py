@@ -21,6 +21,6 @@ SPEC = on_zoo_family(
     zoo_data="unlearnbench.suites.muse.zoo:write",
     version=3,
     options=("max_items", "verbmem_max_new_tokens", "knowmem_max_new_tokens", "icl_shots", "privleak_max_tokens",
-             "mink_k", "privleak_score", "convention"),
+             "mink_k", "privleak_score", "convention", "reference_system_prompt"),
     plots="unlearnbench.suites.muse.plots:verbmem_vs_utility",
 )

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, PROPORTION, Range, fingerprint_files, merge_params, params_digest, parquet_rows,
                                      suite_folder, suite_params)
-from unlearnbench.data.openunlearning import privleak_params
+from unlearnbench.data.openunlearning import AUTO, convention_params
 from unlearnbench.data.records import QAItem, VerbatimItem
 from unlearnbench.errors import DataError
 
@@ -38,7 +38,8 @@ from unlearnbench.errors import DataError
 # privleak scores with Min-K%++ (SPEC §10); convention=reference computes it as
 # OpenUnlearning's configuration does (data/openunlearning.py).
 DEFAULT_PARAMS = {"max_items": 0, "verbmem_max_new_tokens": 128, "knowmem_max_new_tokens": 32, "icl_shots": -1,
-                  "privleak_max_tokens": 2048, "mink_k": 0.4, "privleak_score": "minkpp", "convention": "spec"}
+                  "privleak_max_tokens": 2048, "mink_k": 0.4, "privleak_score": "minkpp", "convention": "spec",
+                  "reference_system_prompt": AUTO}
 PARAM_RANGES = {"max_items": COUNT_OR_ALL, "verbmem_max_new_tokens": COUNT, "knowmem_max_new_tokens": COUNT,
                 "icl_shots": Range(-1, meaning="-1 = every ICL example, 0 = zero-shot"), "privleak_max_tokens": COUNT,
                 "mink_k": PROPORTION}
@@ -124,7 +125,7 @@ def load(source: str | Path | None, options: dict | None = None) -> MuseData:
     root = suite_folder(source, "muse", ["verbmem/*", "knowmem/*", "privleak/*"], "MUSE")
     params = merge_params(DEFAULT_PARAMS, [("suite.json", suite_params(root)), ("--suite-option", options or {})],
                           root, "MUSE", PARAM_RANGES)
-    params = privleak_params(params, options or {}, root, "muse")
+    params = convention_params(params, options or {}, root, "muse")
     rows, paths = {}, []
     for folder, split in SPLITS:
         rows[(folder, split)], files = _split(root, folder, split, where)

@@ -103,7 +103,7 @@ def knowmem_replies(model, data: MuseData, split: str) -> tuple[list, list[str]]
     if not is_reference(data):
         return items, model.generate([qa_prompt(q.question) for q in items], prefix=qa_block(icl),
                                       max_new_tokens=max_new_tokens, stop_strings=QA_STOP_STRINGS)
-    template = openunlearning.template_for(model)
+    template = openunlearning.template_for(model, data.params["reference_system_prompt"])
     turns = [([e.question for e in icl] + [q.question], [e.answer for e in icl] + [q.answer]) for q in items]
     encoded = [openunlearning.encode_qa(model, template, questions, answers) for questions, answers in turns]
     replies = openunlearning.generate(model, [openunlearning.qa_prompt(model, template, *turn) for turn in turns],
@@ -116,7 +116,7 @@ def evaluate(model, data: MuseData, refs: References | None = None) -> dict:
     refs = refs or References()
     params = dict(data.params)
     if is_reference(data):
-        params["reference_template"] = openunlearning.template_for(model).family
+        params["reference_template"] = openunlearning.template_for(model, params["reference_system_prompt"]).family
     prompts = [v.prompt for v in data.verbmem]
     generations, references = verbmem_replies(model, data)
     out = verbatim_metrics(references, generations, [v.id for v in data.verbmem], prompts, None, params,

@@ -18,7 +18,8 @@ SPEC = on_zoo_family(
     evaluator="unlearnbench.suites.tofu.metrics:evaluate",
     zoo_data="unlearnbench.suites.tofu.zoo:write",
     version=3,
-    options=("forget_split", "max_items", "max_new_tokens", "mink_k", "privleak_score", "convention"),
+    options=("forget_split", "max_items", "max_new_tokens", "mink_k", "privleak_score", "convention",
+             "reference_system_prompt"),
     plots="unlearnbench.suites.tofu.plots:quality_vs_utility",
     per_item_source=(("forget_quality", "forget_truth_ratio"),),
 )

@@ -23,14 +23,14 @@ from pathlib import Path
 
 from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, PROPORTION, fingerprint_files, hf_snapshot, merge_params, params_digest, read_records,
                                      suite_params)
-from unlearnbench.data.openunlearning import privleak_params
+from unlearnbench.data.openunlearning import AUTO, convention_params
 from unlearnbench.errors import DataError
 
 # OpenUnlearning's generation default is 200 new tokens; a folder's suite.json may set its own (the zoo's
 # short answers need 32). privleak scores answers with Min-K%++ (SPEC §10); convention=reference
 # computes it as OpenUnlearning's configuration does (data/openunlearning.py).
 DEFAULT_PARAMS = {"forget_split": "forget10", "max_items": 0, "max_new_tokens": 200, "mink_k": 0.2,
-                  "privleak_score": "minkpp", "convention": "spec"}
+                  "privleak_score": "minkpp", "convention": "spec", "reference_system_prompt": AUTO}
 PARAM_RANGES = {"max_items": COUNT_OR_ALL, "max_new_tokens": COUNT, "mink_k": PROPORTION}
 FORGET_SPLITS = ("forget01", "forget05", "forget10")
 SETS = ("forget", "retain", "real_authors", "world_facts", "holdout")
@@ -75,7 +75,7 @@ def load(source: str | Path | None, options: dict | None = None) -> TofuData:
     if params["forget_split"] not in FORGET_SPLITS:
         raise DataError(root, f"--suite-option tofu.forget_split={params['forget_split']!r}: expected one of "
                               f"{', '.join(FORGET_SPLITS)}")
-    params = privleak_params(params, options or {}, root, "tofu")
+    params = convention_params(params, options or {}, root, "tofu")
     qa, perturbed = ("question", "answer"), ("perturbed_answer",)
     fields = {"forget": (qa + ("paraphrased_answer",), perturbed), "retain": (qa + ("paraphrased_answer",), perturbed),
               "real_authors": (qa, perturbed), "world_facts": (qa, perturbed), "holdout": (qa, ())}

@@ -108,7 +108,8 @@ def teacher_forced(model, data, sets) -> tuple[dict, bool]:
     its templated prompt, with pad-id tokens out of attention.
     """
     keys, pairs = [], []
-    template = openunlearning.template_for(model) if is_reference(data) else None
+    template = (openunlearning.template_for(model, data.params["reference_system_prompt"]) if is_reference(data)
+                else None)
     for name in sets:
         for i, item in enumerate(data.sets[name]):
             prompt = first_turn_prompt(model, item.question)
@@ -187,7 +188,7 @@ def replies_and_references(model, data, asked) -> tuple[list[str], list[str]]:
     turn would begin, against the answer. `reference`: OpenUnlearning's
     templated prompt, no stop strings, and its decoded label text."""
     if is_reference(data):
-        template = openunlearning.template_for(model)
+        template = openunlearning.template_for(model, data.params["reference_system_prompt"])
         encoded = [openunlearning.encode_qa(model, template, [item.question], [item.answer]) for _, _, item in asked]
         replies = openunlearning.generate(
             model, [openunlearning.qa_prompt(model, template, [item.question], [item.answer]) for _, _, item in asked],
@@ -203,7 +204,7 @@ def evaluate(model, data, refs=None) -> dict:
     params = dict(data.params)
     epsilon = _epsilon(data)
     if is_reference(data):
-        params["reference_template"] = openunlearning.template_for(model).family
+        params["reference_template"] = openunlearning.template_for(model, params["reference_system_prompt"]).family
     scored, membership = teacher_forced(model, data, ("forget", "retain", "real_authors", "world_facts", "holdout"))
     asked = [(name, i, item) for name in ("forget", "retain", "real_authors", "world_facts")
              for i, item in enumerate(data.sets[name])]
