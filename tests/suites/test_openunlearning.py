@@ -251,6 +251,84 @@ def test_muse_reference_convention_equals_openunlearnings_own_code(openunlearnin
             == [v["generation"] for v in logs["forget_verbmem_ROUGE"]["value_by_index"].values()])
 
 
+@pytest.mark.real_model
+@pytest.mark.parametrize("family", ["smollm2", "llama3-bos", "llama3-own-prompt", "base"])
+def test_every_item_is_the_token_ids_labels_and_attention_openunlearnings_datasets_give(openunlearning, families,
+                                                                                        family, data_root, tmp_path):
+    """The one place the reference convention builds tokens, item by item
+    against OpenUnlearning's own `QADataset` (every TOFU answer kind, the
+    generation prompts, MUSE's few-shot KnowMem) and `CompletionDataset`
+    (VerbMem, PrivLeak): the same input ids, the same labelled positions and
+    labels, and the same attention mask its collator builds."""
+    from unlearnbench.metrics import openunlearning as ours
+
+    model_dir, _, template, _, options = families[family]
+    model = ModelHandle.load(str(model_dir), name="model", device="cpu")
+    _, tokenizer = hf(model_dir)
+    ou_tokenizer = oc.Tokenizer4(tokenizer)
+    chosen = ours.template_for(model, options.get("reference_system_prompt", "auto"))
+    cache = tmp_path / "datasets"
+
+    def dataset(handler, path, n=ITEMS, **args):
+        config = oc._dataset(handler, path, n, cache, **args)
+        return getattr(openunlearning.data, handler)(**config["args"], template_args=template, tokenizer=ou_tokenizer)
+
+    def assert_same(item, encoded, *, generate=False):
+        theirs_ids = item["input_ids"].tolist()
+        if generate:  # the prompt is what generation starts from; the labels are the whole conversation
+            assert theirs_ids == encoded.prompt_ids and item["labels"].tolist() == encoded.ids
+            return
+        labels = item["labels"].tolist()
+        assert theirs_ids == encoded.ids
+        assert labels[encoded.start:] == encoded.ids[encoded.start:] and set(labels[:encoded.start]) == {-100}
+        collated = openunlearning.data.DataCollatorForSupervisedDataset(ou_tokenizer)([item])
+        masked = [int(t not in {ours.pad_id(model)}) for t in encoded.ids]
+        assert collated["attention_mask"][0].long().tolist() == masked
+
+    compared = 0
+    for name, stem in oc.TOFU_SETS.items():
+        path = data_root / "tofu" / f"{stem}.json"
+        rows = [json.loads(line) for line in path.read_text().splitlines()][:ITEMS]
+        keys = ["answer"] + [k for k in ("paraphrased_answer", "perturbed_answer") if k in rows[0]]
+        for key in keys:
+            for row, item in zip(rows, dataset("QADataset", path, question_key="question", answer_key=key)):
+                answers = row[key] if isinstance(row[key], list) else [row[key]]
+                items = [item[k] for k in range(len(answers))] if isinstance(row[key], list) else [item]
+                for answer, one in zip(answers, items):
+                    assert_same(one, ours.encode_qa(model, chosen, [row["question"]], [answer]))
+                    compared += 1
+        generation = dataset("QADataset", path, question_key="question", answer_key="answer",
+                             predict_with_generate=True)
+        for row, item in zip(rows, generation):
+            assert_same(item, ours.encode_qa(model, chosen, [row["question"]], [row["answer"]]), generate=True)
+    muse = data_root / "muse"
+    for split in ("forget_qa", "retain_qa"):
+        icl = json.loads((muse / "knowmem" / f"{split}_icl.json").read_text())
+        rows = json.loads((muse / "knowmem" / f"{split}.json").read_text())[:ITEMS]
+        few_shot = dataset("QADataset", muse / "knowmem" / f"{split}.json", question_key="question",
+                           answer_key="answer", max_length=512, predict_with_generate=True,
+                           few_shot_dataset_hf_args={"path": "json", "data_files": str(muse / "knowmem" /
+                                                                                        f"{split}_icl.json"),
+                                                     "split": "train", "cache_dir": str(cache)})
+        for row, item in zip(rows, few_shot):
+            questions = [e["question"] for e in icl] + [row["question"]]
+            answers = [e["answer"] for e in icl] + [row["answer"]]
+            assert_same(item, ours.encode_qa(model, chosen, questions, answers), generate=True)
+            compared += 1
+    verbmem = json.loads((muse / "verbmem" / "forget.json").read_text())[:ITEMS]
+    for row, item in zip(verbmem, dataset("CompletionDataset", muse / "verbmem" / "forget.json", prefix_key="prompt",
+                                          text_key="gt", max_length=2048, insert_space=True)):
+        assert_same(item, ours.encode_completion(model, row["prompt"], row["gt"], ours.MAX_COMPLETION_TOKENS,
+                                                 insert_space=True))
+        compared += 1
+    texts = json.loads((muse / "privleak" / "forget.json").read_text())[:ITEMS]
+    for row, item in zip(texts, dataset("CompletionDataset", muse / "privleak" / "forget.json", prefix_key="prompt",
+                                        text_key="text", max_length=2048)):
+        assert_same(item, ours.encode_completion(model, "", row["text"], 2048, insert_space=False))
+        compared += 1
+    assert compared >= 90  # every item of every set above
+
+
 def test_the_reference_convention_refuses_settings_it_makes_itself(data_root):
     from unlearnbench.errors import DataError
 
