@@ -17,7 +17,9 @@ from unlearnbench.suites import SUITES
 
 # A valid value other than the resolved one for every option of every
 # built-in suite (on the zoo's data). A new option fails
-# test_the_table_names_every_option until it has one here.
+# test_the_table_names_every_option until it has one here. An option that
+# applies only beside another is (value, the options both runs then share).
+REFERENCE = {"convention": "reference"}
 OTHER_VALUE = {
     "dusk": {"forget_style": "Listicle", "icl_shots": "3", "qa_max_new_tokens": "16",
              "verbatim_max_new_tokens": "64", "verbatim_reference_tokens": "64", "mia_chunk_tokens": "512",
@@ -28,9 +30,11 @@ OTHER_VALUE = {
                      "judge": "openai:http://127.0.0.1:9/v1", "judge_model": "judge-7b",
                      "embedder": "sentence-transformers/all-MiniLM-L12-v2"},
     "tofu": {"forget_split": "forget05", "max_items": "3", "max_new_tokens": "16", "mink_k": "0.3",
-             "privleak_score": "mink", "convention": "reference"},
+             "privleak_score": "mink", "convention": "reference",
+             "reference_system_prompt": ("none", REFERENCE)},
     "muse": {"max_items": "3", "verbmem_max_new_tokens": "64", "knowmem_max_new_tokens": "16", "icl_shots": "2",
-             "privleak_max_tokens": "1024", "mink_k": "0.3", "privleak_score": "mink", "convention": "reference"},
+             "privleak_max_tokens": "1024", "mink_k": "0.3", "privleak_score": "mink", "convention": "reference",
+             "reference_system_prompt": ("You are terse.", REFERENCE)},
     "robustness": {"attacks": "quant4", "probes": "ufk", "relearn_set": "retain", "relearn_steps": "5",
                    "relearn_learning_rate": "0.0001", "relearn_rank": "4", "relearn_seed": "1",
                    "uds_max_items": "3", "wmdp_data": "{data}/wmdp"},
@@ -76,7 +80,9 @@ def test_every_suite_option_alone_misses_the_result_cache(suite, cache_dir, zoo_
     assert base._run_parts(model, suite) == _bench(cache_dir, data, model, {suite: dict(base_options)})._run_parts(
         model, suite)
     for option, value in OTHER_VALUE[suite].items():
-        other = _bench(cache_dir, data, model, {suite: {**base_options, option: value.format(data=data)}})
+        value, shared = value if isinstance(value, tuple) else (value, {})
+        base = _bench(cache_dir, data, model, {suite: {**base_options, **shared}})
+        other = _bench(cache_dir, data, model, {suite: {**base_options, **shared, option: value.format(data=data)}})
         assert other._run_parts(model, suite) != base._run_parts(model, suite), f"{suite}.{option}"
         # Reference-model work done for the suite is keyed the same way.
         assert other.memo(suite)._parts("op", {}, {}) != base.memo(suite)._parts("op", {}, {}), f"{suite}.{option}"
