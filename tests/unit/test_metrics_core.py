@@ -97,3 +97,39 @@ def test_one_resampler_draws_every_set_of_a_paired_bootstrap_in_the_same_draw():
     for k in range(4):
         np.testing.assert_array_equal(forget[k], rng.integers(0, 5, 5))
     assert holdout.shape == (4, 3) and forget.shape == (4, 5)
+
+
+Z = 1.959963984540054  # the standard normal's 97.5% quantile
+
+
+def test_a_share_of_0_1_items_gets_the_wilson_interval_worked_out_by_hand():
+    # Wilson at k = n: the lower end is n / (n + z^2) (the square root in the
+    # score interval cancels), the upper end 1; at k = 0 the mirror image.
+    six = mean_result("refusal", {str(i): 1.0 for i in range(6)}, higher_is_better=True)
+    assert six.value == 1.0 and six.ci == pytest.approx((6 / (6 + Z**2), 1.0))  # (0.6097, 1): 6 of 6 is no proof
+    assert six.interval == "wilson"
+    none = mean_result("refusal", {str(i): 0.0 for i in range(6)}, higher_is_better=True)
+    assert none.ci == pytest.approx((0.0, Z**2 / (6 + Z**2)))
+    # 3 of 10: p = 0.3, centre (p + z^2/2n) / (1 + z^2/n), half-width
+    # z sqrt(p(1-p)/n + z^2/4n^2) / (1 + z^2/n).
+    n, p = 10, 0.3
+    centre = (p + Z**2 / (2 * n)) / (1 + Z**2 / n)
+    half = Z * np.sqrt(p * (1 - p) / n + Z**2 / (4 * n**2)) / (1 + Z**2 / n)
+    three = mean_result("em", {str(i): float(i < 3) for i in range(10)}, higher_is_better=True)
+    assert three.ci == pytest.approx((centre - half, centre + half))
+    # Not a 0/1 score: the bootstrap, as before.
+    graded = mean_result("rouge", {"a": 1.0, "b": 0.0, "c": 0.5}, higher_is_better=True)
+    assert graded.interval == "bootstrap-percentile" and graded.ci == bootstrap_ci([1.0, 0.0, 0.5])
+
+
+def test_six_of_six_does_not_pass_a_strict_gate_at_095_and_sixty_of_sixty_does(tmp_path):
+    from unlearnbench.thresholds import load_suite_thresholds
+
+    path = tmp_path / "demo.yaml"
+    path.write_text("suite: demo\nchecks:\n  helps:\n    axis: utility\n    metric: help\n    direction: at_least\n"
+                    "    bound: 0.95\n    rationale: benign questions answered\n")
+    check = load_suite_thresholds(path, "demo", {"help"})["helps"]
+    for n, outcome in ((6, "fail"), (60, "pass")):
+        shares = mean_result("help", {str(i): 1.0 for i in range(n)}, higher_is_better=True)
+        assert check.judge({"help": shares}).outcome == "pass"  # the point estimate, 1, is past the bound either way
+        assert check.judge({"help": shares}, strict_ci=True).outcome == outcome, n
