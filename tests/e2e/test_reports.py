@@ -251,7 +251,7 @@ def test_model_dir_sweep_html_latest_and_baseline_regressions(project, cache_dir
     first.stdout.fnmatch_lines(["*unlearnbench verdicts*", "lm *PASS*", "untrained *FAIL*", "*1*lm*PASS*",
                                 "report: *report.json", "HTML report: *report.html*"])
     assert first.stdout.lines[-1].startswith("also in ")  # the report paths are the last lines
-    first.stdout.fnmatch_lines(["*answers_reference_questions*0 (n=6)*>= 0.5*"])  # value, n, bound in the table
+    first.stdout.fnmatch_lines(["*answers_reference_questions*0 [[]0, 0.39] (n=6)*>= 0.5*"])  # value, n, bound in the table
     assert (project.path / "reports" / "latest" / "report.html").is_file()
 
     saved = tmp_path / "baseline.json"

@@ -56,6 +56,10 @@ class MetricResult:
     # the membership AUC, first-token entropy). Regressions are then judged
     # by the distance to it, not by `higher_is_better`.
     ideal: float | str | None = None
+    # How `ci` was made (docs/gates.md): "wilson" (a share of 0/1 items),
+    # "bootstrap-percentile" (any other mean), None (a set-level value with
+    # no interval of its own).
+    interval: str | None = None
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -98,6 +102,21 @@ def bootstrap_ci(values: Sequence[float]) -> tuple[float, float]:
     return percentile_ci(data[rows].mean(axis=1))
 
 
+def is_share(values: Sequence[float]) -> bool:
+    """Whether every per-item value is 0 or 1: the mean is a share of items."""
+    return all(v in (0.0, 1.0) for v in values)
+
+
+def wilson_ci(values: Sequence[float]) -> tuple[float, float]:
+    """95% Wilson score interval of a share of 0/1 values (statsmodels). A
+    bootstrap of k = 0 or k = n has zero width; Wilson's does not (6 of 6 is
+    consistent with a rate of 0.61), and it keeps its coverage at small n."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    low, high = proportion_confint(int(sum(values)), len(values), alpha=0.05, method="wilson")
+    return max(0.0, float(low)), min(1.0, float(high))  # float rounding can step past the share's range
+
+
 def mean_result(
     name: str,
     per_item: Mapping[str, float],
@@ -107,17 +126,20 @@ def mean_result(
     details: Mapping[str, Any] | None = None,
     ideal: float | str | None = None,
 ) -> MetricResult:
-    """A metric whose value is the mean of per-item values, with a bootstrap CI."""
+    """A metric whose value is the mean of per-item values, with its 95% CI:
+    Wilson's where the items are 0/1 scores, else the percentile bootstrap."""
     if not per_item:
         raise ValueError(f"metric {name}: no items to average")
     values = [float(v) for v in per_item.values()]
     if any(math.isnan(v) for v in values):
         raise ValueError(f"metric {name}: NaN among per-item values")
+    share = is_share(values)
     return MetricResult(
         name=name,
         value=float(np.mean(values)),
         n=len(values),
-        ci=bootstrap_ci(values),
+        ci=wilson_ci(values) if share else bootstrap_ci(values),
+        interval="wilson" if share else "bootstrap-percentile",
         higher_is_better=higher_is_better,
         params=dict(params or {}),
         per_item={k: float(v) for k, v in per_item.items()},

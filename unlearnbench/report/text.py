@@ -29,12 +29,17 @@ def half_width(ci) -> float | None:
 
 
 def value_text(verdict: dict, n=None) -> str:
-    """'0.4375 ± 0.12 (n=24)': the value, its 95% CI half-width and n."""
+    """'0.4375 ± 0.12 (n=24)': the value, its 95% CI half-width and n; an
+    interval with the value at one end (a share of 0 or of n items: Wilson's)
+    as its ends, '1 [0.61, 1] (n=6)', which a ± would misstate."""
     if verdict.get("value") is None:
         return ""
-    hw = half_width(verdict.get("ci"))
-    return (f"{_g(verdict['value'])}" + (f" ± {_g(hw, 2)}" if hw else "")
-            + (f" (n={n})" if n is not None else ""))
+    ci, value = verdict.get("ci"), verdict["value"]
+    hw = half_width(ci)
+    spread = ""
+    if hw:
+        spread = f" [{_g(ci[0], 2)}, {_g(ci[1], 2)}]" if value in (ci[0], ci[1]) else f" ± {_g(hw, 2)}"
+    return f"{_g(value)}{spread}" + (f" (n={n})" if n is not None else "")
 
 
 def bound_text(verdict: dict, ops: dict = OPS) -> str:

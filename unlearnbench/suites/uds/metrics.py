@@ -137,7 +137,7 @@ def uds_result(items, delta1, delta2, skipped: dict, params: dict, patching: str
                                   "knowledge-carrying layer)")
     values = list(defined.values())
     return MetricResult("uds", float(np.mean(values)), len(values), bootstrap_ci(values), higher_is_better=True,
-                        params=params, per_item=defined, details=details)
+                        params=params, per_item=defined, details=details, interval="bootstrap-percentile")
 
 
 def evaluate(model, data: UDSData, refs: References | None = None) -> dict:
