@@ -127,9 +127,16 @@ def load(root: Path) -> types.SimpleNamespace:
 
 
 # ------------------------------------------------------------- configuration
-def _dataset(handler: str, path: Path, items: int, cache: Path, **args) -> dict:
-    hf_args = {"path": "json", "data_files": str(path), "split": ITEMS_SPLIT.format(n=items), "cache_dir": str(cache)}
-    return {"handler": handler, "args": {"hf_args": hf_args, **args}}
+def local_hf_args(path: Path, cache: Path, items: int = 0) -> dict:
+    """`hf_args` reading the local JSON file `path` through datasets' `json`
+    builder: its first `items` rows (0: all of them)."""
+    split = ITEMS_SPLIT.format(n=items) if items else "train"
+    return {"path": "json", "data_files": str(path), "split": split, "cache_dir": str(cache)}
+
+
+def dataset_config(handler: str, path: Path, items: int, cache: Path, **args) -> dict:
+    """One dataset's config (`configs/data/datasets/*.yaml`) over a local file."""
+    return {"handler": handler, "args": {"hf_args": local_hf_args(path, cache, items), **args}}
 
 
 def _collator(padding_side: str = "right") -> dict:
@@ -170,7 +177,7 @@ def tofu_metrics(files: dict[str, Path], items: int, max_new_tokens: int, cache:
         args = {"question_key": "question", "answer_key": answer_key, "max_length": 512}
         if generate:
             args["predict_with_generate"] = True
-        return _dataset("QADataset", files[name], items, cache, **args)
+        return dataset_config("QADataset", files[name], items, cache, **args)
 
     def probability(name, answer_key="answer"):
         return {"handler": "probability", "batch_size": batch_size, "datasets": {f"{name}_{answer_key}": qa(
@@ -257,19 +264,18 @@ def muse_metrics(files: dict[str, Path], items: int, verbmem_tokens: int, knowme
         args = {"prefix_key": "prompt", "text_key": "gt", "max_length": 2048, "insert_space": True}
         if generate:
             args["predict_with_generate"] = True
-        return {"MUSE_forget_verbmem": _dataset("CompletionDataset", files["verbmem"], items, cache, **args)}
+        return {"MUSE_forget_verbmem": dataset_config("CompletionDataset", files["verbmem"], items, cache, **args)}
 
     def knowmem(split):
-        dataset = _dataset("QADataset", files[split], items, cache, question_key="question", answer_key="answer",
-                           max_length=512, predict_with_generate=True)
-        dataset["args"]["few_shot_dataset_hf_args"] = {"path": "json", "data_files": str(files[f"{split}_icl"]),
-                                                       "split": "train", "cache_dir": str(cache)}
+        dataset = dataset_config("QADataset", files[split], items, cache, question_key="question",
+                                 answer_key="answer", max_length=512, predict_with_generate=True,
+                                 few_shot_dataset_hf_args=local_hf_args(files[f"{split}_icl"], cache))
         return {"handler": "rouge", "rouge_type": "rougeL_f1", "batch_size": 16,
                 "datasets": {f"MUSE_{split}_knowmem": dataset}, "collators": _collator("left"),
                 "generation_args": _generation(knowmem_tokens, ["\n\n", "\nQuestion", "Question:"])}
 
     def mia_text(name):
-        return _dataset("CompletionDataset", files[f"privleak_{name}"], items, cache, prefix_key="prompt",
+        return dataset_config("CompletionDataset", files[f"privleak_{name}"], items, cache, prefix_key="prompt",
                         text_key="text", max_length=2048)
 
     mia = {"handler": "mia_min_k", "k": 0.4, "batch_size": 8, "collators": _collator(),

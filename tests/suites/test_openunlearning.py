@@ -270,7 +270,7 @@ def test_every_item_is_the_token_ids_labels_and_attention_openunlearnings_datase
     cache = tmp_path / "datasets"
 
     def dataset(handler, path, n=ITEMS, **args):
-        config = oc._dataset(handler, path, n, cache, **args)
+        config = oc.dataset_config(handler, path, n, cache, **args)
         return getattr(openunlearning.data, handler)(**config["args"], template_args=template, tokenizer=ou_tokenizer)
 
     def assert_same(item, encoded, *, generate=False):
@@ -307,9 +307,7 @@ def test_every_item_is_the_token_ids_labels_and_attention_openunlearnings_datase
         rows = json.loads((muse / "knowmem" / f"{split}.json").read_text())[:ITEMS]
         few_shot = dataset("QADataset", muse / "knowmem" / f"{split}.json", question_key="question",
                            answer_key="answer", max_length=512, predict_with_generate=True,
-                           few_shot_dataset_hf_args={"path": "json", "data_files": str(muse / "knowmem" /
-                                                                                        f"{split}_icl.json"),
-                                                     "split": "train", "cache_dir": str(cache)})
+                           few_shot_dataset_hf_args=oc.local_hf_args(muse / "knowmem" / f"{split}_icl.json", cache))
         for row, item in zip(rows, few_shot):
             questions = [e["question"] for e in icl] + [row["question"]]
             answers = [e["answer"] for e in icl] + [row["answer"]]

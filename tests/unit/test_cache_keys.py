@@ -81,11 +81,12 @@ def test_every_suite_option_alone_misses_the_result_cache(suite, cache_dir, zoo_
         model, suite)
     for option, value in OTHER_VALUE[suite].items():
         value, shared = value if isinstance(value, tuple) else (value, {})
-        base = _bench(cache_dir, data, model, {suite: {**base_options, **shared}})
+        alongside = _bench(cache_dir, data, model, {suite: {**base_options, **shared}}) if shared else base
         other = _bench(cache_dir, data, model, {suite: {**base_options, **shared, option: value.format(data=data)}})
-        assert other._run_parts(model, suite) != base._run_parts(model, suite), f"{suite}.{option}"
+        assert other._run_parts(model, suite) != alongside._run_parts(model, suite), f"{suite}.{option}"
         # Reference-model work done for the suite is keyed the same way.
-        assert other.memo(suite)._parts("op", {}, {}) != base.memo(suite)._parts("op", {}, {}), f"{suite}.{option}"
+        assert other.memo(suite)._parts("op", {}, {}) != alongside.memo(suite)._parts("op", {}, {}), \
+            f"{suite}.{option}"
 
 
 # Each file that changes what the model is asked (the chat template in any of
