@@ -58,7 +58,7 @@ class Gate:
         if run is not None and key not in self.state.sent_metrics:  # metrics travel once per checkpoint and suite
             self.state.sent_metrics.add(key)
             limit = self.state.config.getoption("report_items")
-            record["metrics"] = {k: cap_items(m.to_dict(), limit) if limit else m.to_dict()
+            record["metrics"] = {k: cap_items(reported(m), limit) if limit else reported(m)
                                  for k, m in run.metrics.items()}
             record["data"] = run.data
             record["timings"] = {"evaluate_s": round(run.seconds, 3), "from_cache": run.cached}
@@ -113,3 +113,11 @@ class Gate:
 
     def _send(self, record: dict) -> None:
         self.node.user_properties.append((RECORD_KEY, json.dumps(record)))
+
+
+def reported(metric) -> dict:
+    """A metric as the report holds it: without its bootstrap replicates (the
+    verdicts carry the intervals decided on; the result cache keeps them)."""
+    out = metric.to_dict()
+    out.pop("replicates", None)
+    return out

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from unlearnbench import progress
+from unlearnbench.evidence import CORRECTIONS
 from unlearnbench.collect import MARKER, check_items, checkpoint_spec_of, suite_of, thresholds_file
 from unlearnbench.gate import Gate
 from unlearnbench.run_state import INTERRUPT_FILE_KEY, STATE, RunState, check_report_dir
@@ -72,8 +73,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for spec in SUITES.values():  # each suite's shortcuts for its --suite-option keys
         for flag, _key, metavar, text in spec.flags:
             group.addoption(flag, default=None, metavar=metavar, help=text)
+    group.addoption("--alpha", type=_parse_alpha, default=0.05, metavar="A",
+                    help="a check passes or fails only when the whole (1 - A) interval of what it decides on (its "
+                         "value, or its difference from the reference) is on one side of its bound; otherwise it is "
+                         "inconclusive (default 0.05: 95%% intervals; docs/verdicts.md)")
+    group.addoption("--correction", choices=CORRECTIONS, default="none",
+                    help="holm: Holm-Bonferroni across each checkpoint's checks in a suite, so that A bounds the "
+                         "chance of any wrong verdict among them (default none: A per check)")
+    group.addoption("--point-estimate", action="store_true",
+                    help="decide every check on its value alone, as papers' tables do (intervals are still "
+                         "reported); the report says which rule decided")
     group.addoption("--strict-ci", action="store_true",
-                    help="a check passes only if its whole 95%% bootstrap CI is on the good side")
+                    help="fail every check the evidence does not decide (an inconclusive check) instead of "
+                         "skipping it, and say so in the report")
     group.addoption("--fail-inconclusive", action="store_true",
                     help="fail (not skip) a check that cannot separate good from bad checkpoints on this data "
                          "(a release gate's choice; --strict-ci implies it)")
@@ -108,6 +120,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     VALUE_OPTIONS = frozenset(name for option in group.options
                               if option.attrs().get("action") not in ("store_true", "store_false")
                               for name in option.names())
+
+
+def _parse_alpha(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a level strictly between 0 and 1 (0.05: 95% intervals), "
+                                         f"not {text!r}")
+    return value
 
 
 def _parse_shard(text: str):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from unlearnbench.collect import MARKER, checkpoint_spec_of, is_suite_module
+from unlearnbench.evidence import DecisionRule
 
 RECORD_KEY = "unlearnbench"  # the user_properties key that carries a test's record
 STATE = pytest.StashKey["RunState"]()
@@ -105,6 +106,11 @@ class RunState:
                 raise UnlearnbenchError(f"--batch-size must be 'auto' or a positive integer, not {batch!r}")
             if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", opt("device")):
                 raise UnlearnbenchError(f"--device must be auto, cpu, cuda or cuda:N, not {opt('device')!r}")
+            if opt("point_estimate") and opt("strict_ci"):
+                raise UnlearnbenchError("--point-estimate decides on values alone and --strict-ci on intervals: "
+                                        "give one of them")
+            if opt("point_estimate") and opt("correction") != "none":
+                raise UnlearnbenchError("--correction corrects the intervals' decisions; --point-estimate makes none")
             workers = getattr(self.config.option, "numprocesses", None)
             if opt("device_map") is not None and isinstance(workers, int) and workers > 1:
                 raise UnlearnbenchError(f"--device-map spreads each checkpoint over every visible device: run it "
@@ -139,7 +145,8 @@ class RunState:
                 batch_size=None if batch == "auto" else int(batch),
                 cache_dir=Path(opt("cache_dir")).expanduser() if opt("cache_dir") else DEFAULT_CACHE_DIR,
                 cache_secret=self.cache_secret,
-                strict_ci=opt("strict_ci"),
+                rule=DecisionRule(alpha=opt("alpha"), correction=opt("correction"),
+                                  point_estimate=opt("point_estimate"), strict=opt("strict_ci")),
                 seed=opt("seed"),
                 shard=opt("shard"),
                 tokenizers=dict(opt("tokenizer")),
@@ -419,7 +426,7 @@ def new_report_for(config: pytest.Config, options) -> dict:
             "cache_signed": options.cache_secret is not None,
         },
         "seed": options.seed,
-        "strict_ci": options.strict_ci,
+        "decision": options.rule.to_dict() | {"text": options.rule.describe()},
         "anchors": anchors(options),
     })
 

@@ -16,6 +16,7 @@ from unlearnbench import cancel, progress
 from unlearnbench.backends import LoadSettings, backend_for
 from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache, SuiteMemo, cache_key
 from unlearnbench.cancel import Cancelled
+from unlearnbench.evidence import DecisionRule, holm_adjusted
 from unlearnbench.errors import CheckpointError, MissingCapability, NonFiniteOutputError, UnlearnbenchError
 from unlearnbench.metrics.core import Deferred, MetricResult, References, Unavailable, metric_from_dict, seeded
 from unlearnbench.models.checkpoint import CheckpointSpec, judge_source
@@ -40,7 +41,7 @@ class BenchOptions:
     batch_size: int | None = None
     cache_dir: Path = DEFAULT_CACHE_DIR
     cache_secret: bytes | None = None  # --cache-key-file: entries signed with it, others recomputed
-    strict_ci: bool = False
+    rule: DecisionRule = field(default_factory=DecisionRule)  # --alpha, --correction, --point-estimate, --strict-ci
     seed: int = 0
     shard: object | None = None  # shard.Shard: evaluate only this shard's checkpoints
     tokenizers: dict[str, str] = field(default_factory=dict)  # model name -> tokenizer dir (endpoint models)
@@ -395,24 +396,49 @@ class Bench:
         return SuiteRun(metrics=metrics, data=run_data(data), seconds=time.perf_counter() - started)
 
     def judge(self, spec: CheckpointSpec, suite: str, check_name: str):
+        """(verdict, SuiteRun) of one check on one checkpoint; under --correction
+        holm the check is decided within its family, every enabled check of the
+        suite on this checkpoint."""
         check = self.gates[suite].get(check_name)
         if check is None:
             raise UnlearnbenchError(
                 f"suite {suite} has no check '{check_name}' in its thresholds (it has: {', '.join(self.gates[suite])})"
             )
         if check.relative_to and check.or_bound is None and self.reference_spec(check.relative_to, suite) is None:
-            return check.judge({}, None), None  # skipped, naming the missing option: nothing to evaluate
+            return check.judge({}, None, rule=self.options.rule), None  # skipped, naming the missing option
+        # The references first: their runs (and the preflight) come before the candidate's.
+        inputs = self._judge_inputs(check, suite)
         run = self.run(spec, suite)
+        rule = self.options.rule
+        with seeded(self.options.seed):  # the decision's bootstrap resamples are the metrics' own
+            verdict = check.judge(run.metrics, *inputs, rule=rule)
+            if rule.correction == "holm" and _tested(verdict):
+                family = {}
+                for other in self.gates[suite].values():
+                    if other.enabled and not (other.relative_to and other.or_bound is None
+                                              and self.reference_spec(other.relative_to, suite) is None):
+                        judged = verdict if other is check else other.judge(
+                            run.metrics, *self._judge_inputs(other, suite), rule=rule)
+                        if _tested(judged):
+                            family[other.name] = judged.p_value
+                adjusted = holm_adjusted(family, rule.alpha)
+                verdict = check.judge(run.metrics, *inputs, rule=rule, p_adjusted=adjusted[check.name])
+        return verdict, run
+
+    def _judge_inputs(self, check: Check, suite: str) -> tuple:
+        """(reference metrics, other reference models' metrics) a check's judgement reads."""
         reference = self.reference_run(check.relative_to, suite) if check.relative_to else None
         others = {}
         for role in check.reference_roles:
             if role != check.relative_to and (reference is not None or role == "full"):
                 other = self.reference_run(role, suite)
                 others[role] = other.metrics if other else None
-        verdict = check.judge(
-            run.metrics, reference.metrics if reference else None, strict_ci=self.options.strict_ci, others=others
-        )
-        return verdict, run
+        return reference.metrics if reference else None, others
+
+
+def _tested(verdict) -> bool:
+    """Whether the interval rule tested this verdict (a member of its Holm family)."""
+    return verdict.p_value is not None and (verdict.decided_by == "interval" or verdict.underpowered)
 
 
 def run_data(data) -> dict:

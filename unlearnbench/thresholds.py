@@ -17,16 +17,19 @@ Suite file (`thresholds/<suite>.yaml`)::
         axis: forget | utility               # optional: what the check is evidence of (the ranking's axes)
         requires:                            # optional: when the yardstick can tell at all
           reference_answers_at_least: <share in [0, 1]>   # of items the reference scores above 0 on
-          separated_from: full | retain      # that model's 95% CI must not overlap the reference's
+          separated_from: full | retain      # that model must differ from the reference (paired interval excludes 0)
           full_at_least: <number>            # the full model's value: below it there is nothing to forget
         enabled: false                       # optional: reported, not gated, until an override enables it
 
-A check whose bound cannot separate checkpoints is `inconclusive`, never
-passed: a bound at or past the end of the metric's scale (the suite registry
-declares the scale; e.g. a retain model that answers none of the "kept"
-questions puts `>= retain - margin` below 0), or a `requires` that the
-reference models do not meet. pytest shows it as skipped; `--strict-ci`
-fails it.
+A verdict is decided by the interval of its decision quantity
+(evidence.py, docs/verdicts.md): pass or fail only when the interval lies
+wholly on one side of the bound, else `inconclusive` (underpowered) with its
+lean and the items a decision would need. A check whose bound cannot separate
+checkpoints is `inconclusive` too, never passed: a bound at or past the end
+of the metric's scale (the suite registry declares the scale; e.g. a retain
+model that answers none of the "kept" questions puts `>= retain - margin`
+below 0), or a `requires` that the reference models do not meet. pytest shows
+an inconclusive check as skipped; `--strict-ci` fails it.
 
 Override file (`--thresholds FILE`), per check, any subset of those fields::
 
@@ -46,6 +49,7 @@ from typing import Mapping
 import yaml
 
 from unlearnbench.errors import ThresholdsError
+from unlearnbench.evidence import DEFAULT_ALPHA, DecisionRule, difference_estimate, value_estimate
 from unlearnbench.metrics.core import MetricResult, Unavailable
 
 DIRECTIONS = ("at_least", "at_most")
@@ -69,20 +73,48 @@ class Verdict:
     direction: str
     axis: str | None = None
     value: float | None = None
-    ci: tuple[float, float] | None = None
+    ci: tuple[float, float] | None = None  # the metric's own 95% CI
     bound: float | None = None
     relative_to: str | None = None
     reference_value: float | None = None
+    reference_ci: tuple[float, float] | None = None
     margin: float | None = None
+    # The decision (docs/verdicts.md): the quantity decided on (the value, or
+    # for a relative check the difference from the reference), its interval
+    # at the rule's level and how it was made, the p-value of "it equals the
+    # bound" (Holm-adjusted too under --correction holm), and what decided.
+    difference: float | None = None
+    decision_ci: tuple[float, float] | None = None
+    interval: str | None = None
+    p_value: float | None = None
+    p_adjusted: float | None = None
+    decided_by: str | None = None  # "interval" | "point-estimate"; None: undecided
+    lean: str | None = None  # an underpowered check's point estimate: "pass" | "fail"
+    mde: float | None = None  # the smallest difference from the bound this n can tell (the interval's half-width)
+    n_needed: int | None = None  # about how many items would decide an underpowered check
+    n: int | None = None
+    rule: str = "interval"
+    alpha: float = DEFAULT_ALPHA
+    correction: str = "none"
     strict_ci: bool = False
 
     @property
     def passed(self) -> bool:
         return self.outcome == "pass"
 
+    @property
+    def underpowered(self) -> bool:
+        return self.lean is not None
+
     def to_dict(self) -> dict:
         out = asdict(self)
-        out["ci"] = list(self.ci) if self.ci else None
+        for key in ("ci", "reference_ci", "decision_ci"):
+            out[key] = list(out[key]) if out[key] else None
+        relative = self.difference is not None
+        dci = self.decision_ci if relative and self.decision_ci else (None, None)
+        rci = self.reference_ci or (None, None)
+        out.update(difference_ci_low=dci[0], difference_ci_high=dci[1],
+                   reference_ci_low=rci[0], reference_ci_high=rci[1])
         return out
 
 
@@ -115,18 +147,23 @@ class Check:
         metrics: Mapping[str, MetricResult | Unavailable],
         reference: Mapping[str, MetricResult | Unavailable] | None = None,
         *,
-        strict_ci: bool = False,
+        rule: DecisionRule = DecisionRule(),
         others: Mapping[str, Mapping[str, MetricResult | Unavailable] | None] | None = None,
+        p_adjusted: float | None = None,
     ) -> Verdict:
-        """Pass/fail on the point estimate; with `strict_ci` the whole 95% CI
-        must also lie on the good side. A relative check without its reference
-        model is skipped, never passed; one whose bound cannot separate
-        checkpoints is inconclusive (see the module doc; `others` holds the
-        other reference models' metrics for `requires.separated_from`); a
-        non-finite value or reference value fails."""
+        """The verdict under `rule` (docs/verdicts.md): pass or fail where the
+        interval of the decision quantity lies wholly on one side of the bound
+        (with `p_adjusted`, Holm's adjusted p-value, at most alpha), else
+        inconclusive with its lean and the items it would need; on the value
+        alone with `rule.point_estimate`. A relative check without its
+        reference model is skipped, never passed; one whose bound cannot
+        separate checkpoints is inconclusive (see the module doc; `others`
+        holds the other reference models' metrics for
+        `requires.separated_from`); a non-finite value or reference value
+        fails."""
         base = dict(
             suite=self.suite, check=self.name, metric=self.metric, rationale=self.rationale,
-            direction=self.direction, axis=self.axis, relative_to=self.relative_to, strict_ci=strict_ci,
+            direction=self.direction, axis=self.axis, relative_to=self.relative_to, **rule.to_dict(),
             # A skipped relative check still shows its bound's form (`>= full - 0.05`) in the report.
             margin=self.margin if self.relative_to else None,
         )
@@ -147,18 +184,20 @@ class Check:
         if not _finite(result):
             return Verdict(outcome="fail", reason=f"{self.metric} is not a finite number ({result.value}, CI "
                            f"{list(result.ci)}): the checkpoint's scores are broken", **base)
+        yardstick = None
         if absolute:  # judged as an absolute check: the verdict names no reference model
-            ref_value, bound = None, self.or_bound
+            bound = self.or_bound
             base.update(relative_to=None, margin=None)
             bound_text = f"{bound:.4g} (no --{self.relative_to}-model: the check's absolute bound)"
         elif self.relative_to:
-            if isinstance(reference[self.metric], Unavailable):
+            yardstick = reference[self.metric]
+            if isinstance(yardstick, Unavailable):
                 return Verdict(outcome="skip", reason=f"{self.metric} unavailable on the {self.relative_to} model: "
-                               f"{reference[self.metric].reason}", **base)
-            if not _finite(reference[self.metric]):
+                               f"{yardstick.reason}", **base)
+            if not _finite(yardstick):
                 return Verdict(outcome="fail", reason=f"{self.metric} on the {self.relative_to} model is not a finite "
-                               f"number ({reference[self.metric].value}): the yardstick is broken", **base)
-            ref_value = reference[self.metric].value
+                               f"number ({yardstick.value}): the yardstick is broken", **base)
+            ref_value = yardstick.value
             bound = ref_value - self.margin if self.direction == "at_least" else ref_value + self.margin
             sign = "-" if self.direction == "at_least" else "+"
             bound_text = f"{bound:.4g} ({self.relative_to} {ref_value:.4g} {sign} {self.margin:g})"
@@ -171,31 +210,68 @@ class Check:
                 else:
                     bound_text += f", looser than the check's absolute bound {self.or_bound:.4g}"
         else:
-            ref_value, bound = None, self.bound
+            bound = self.bound
             bound_text = f"{bound:.4g}"
-        good = (lambda x: x >= bound) if self.direction == "at_least" else (lambda x: x <= bound)
-        edge = result.ci[0] if self.direction == "at_least" else result.ci[1]
-        point_ok = good(result.value)
-        passed = point_ok and (not strict_ci or good(edge))
         op = ">=" if self.direction == "at_least" else "<="
         measured = f"{self.metric} = {result.value:.4g} [95% CI {result.ci[0]:.4g}, {result.ci[1]:.4g}; n={result.n}]"
-        judged = dict(base, value=result.value, ci=tuple(result.ci), bound=bound, reference_value=ref_value)
-        why_not = self._why_inconclusive(bound, reference, others or {})
+        relative = base["relative_to"] is not None
+        if relative:  # decide on the difference from the reference, over the same items
+            estimate = difference_estimate(result, yardstick)
+            threshold = bound - yardstick.value
+        else:
+            estimate = value_estimate(result)
+            threshold = bound
+        interval = estimate.interval(rule.alpha)
+        judged = dict(base, value=result.value, ci=tuple(result.ci), bound=bound, n=result.n,
+                      reference_value=yardstick.value if relative else None,
+                      reference_ci=tuple(yardstick.ci) if relative else None,
+                      difference=estimate.value if relative else None, decision_ci=interval,
+                      interval=estimate.method, mde=(interval[1] - interval[0]) / 2 if interval else None,
+                      p_value=estimate.p_value(threshold), p_adjusted=p_adjusted)
+        why_not = self._why_inconclusive(bound, reference, others or {}, rule)
         if why_not:
             advice = f"Use data the {self.relative_to or 'checkpoint'} model can answer, more in-context examples " \
                      f"(dusk: --suite-option dusk.icl_shots=N) or more items"
             if why_not.startswith("the full model scores"):
                 advice = "An evaluation of forgetting needs data the full model answers (or a stronger full model)"
             reason = f"inconclusive: {measured} against {op} {bound_text}: {why_not}. {advice}"
-            if strict_ci:
+            if rule.strict:
                 return Verdict(outcome="fail", reason=reason + "; --strict-ci fails an inconclusive check", **judged)
             return Verdict(outcome="inconclusive", reason=reason, **judged)
-        reason = f"{measured} {'' if point_ok else 'not '}{op} {bound_text}"
-        if point_ok and not passed:
-            reason += " but --strict-ci: the CI crosses the bound"
-        return Verdict(outcome="pass" if passed else "fail", reason=reason, **judged)
+        good = (lambda x: x >= threshold) if self.direction == "at_least" else (lambda x: x <= threshold)
+        point_ok = good(estimate.value)
+        level = f"{100 * (1 - rule.alpha):.4g}%"
+        verdict_text = f"{measured} {'' if point_ok else 'not '}{op} {bound_text}"
+        if relative:
+            spread = f" [{level} CI {interval[0]:.4g}, {interval[1]:.4g}, {estimate.method}]" if interval else ""
+            verdict_text += (f"; difference from {self.relative_to} {estimate.value:+.4g}{spread}, held to "
+                             f"{op} {threshold:+.4g}")
+        if rule.point_estimate or interval is None:
+            why = "" if rule.point_estimate else " (decided on its value: this metric has no interval)"
+            return Verdict(outcome="pass" if point_ok else "fail", reason=verdict_text + why,
+                           **judged | {"decided_by": "point-estimate"})
+        low, high = interval
+        passes = good(low) and good(high)
+        fails = not good(low) and not good(high) and threshold not in (low, high)
+        if p_adjusted is not None:  # Holm: decided only where the adjusted p-value allows it
+            holm_ok = p_adjusted <= rule.alpha
+            why = f"Holm-adjusted p = {p_adjusted:.3g} {'<=' if holm_ok else '>'} alpha {rule.alpha:g}"
+            passes, fails = passes and holm_ok, fails and holm_ok
+        else:
+            why = f"the {level} interval of the {'difference' if relative else 'value'} reaches past the bound"
+        if passes or fails:
+            return Verdict(outcome="pass" if passes else "fail", reason=verdict_text,
+                           **judged | {"decided_by": "interval"})
+        needed = estimate.needed(threshold, rule.alpha)
+        more = f"~{needed} items would decide it" if needed else "its value sits on the bound"
+        lean = "pass" if point_ok else "fail"
+        reason = f"inconclusive (underpowered, leans {lean}): {verdict_text}, but {why}; {more}"
+        if rule.strict:
+            reason += "; --strict-ci fails an inconclusive check"
+        return Verdict(outcome="fail" if rule.strict else "inconclusive", reason=reason,
+                       **judged | {"lean": lean, "n_needed": needed})
 
-    def _why_inconclusive(self, bound: float, reference, others) -> str | None:
+    def _why_inconclusive(self, bound: float, reference, others, rule: DecisionRule) -> str | None:
         """Why this bound cannot separate good from bad checkpoints, or None."""
         if self.scale is not None:
             low, high = self.scale
@@ -220,10 +296,13 @@ class Check:
         role = self.requires.get("separated_from")
         other = (others.get(role) or {}).get(self.metric) if role else None
         if isinstance(other, MetricResult) and isinstance(yardstick, MetricResult) and _finite(other):
-            if other.ci[0] <= yardstick.ci[1] and yardstick.ci[0] <= other.ci[1]:
-                return (f"the {role} and {self.relative_to} models are indistinguishable on {self.metric}: their 95% "
-                        f"confidence intervals overlap ([{other.ci[0]:.4g}, {other.ci[1]:.4g}] vs "
-                        f"[{yardstick.ci[0]:.4g}, {yardstick.ci[1]:.4g}]), so the data cannot show forgetting")
+            gap = difference_estimate(other, yardstick)
+            interval = gap.interval(rule.alpha) or (gap.value, gap.value)
+            if interval[0] <= 0 <= interval[1]:
+                return (f"the {role} and {self.relative_to} models are indistinguishable on {self.metric}: the "
+                        f"{100 * (1 - rule.alpha):.4g}% interval of their difference, {gap.value:+.4g} "
+                        f"[{interval[0]:.4g}, {interval[1]:.4g}, {gap.method}], contains 0, so the data cannot show "
+                        f"forgetting")
         return None
 
 

@@ -65,7 +65,7 @@ def test_two_checkpoints_serial_and_xdist_give_one_identical_report(
         assert len(workers) == 1 and workers.pop().startswith("gw")
     assert parallel_report["summary"] == {"passed": 2, "failed": 2, "skipped": 2, "inconclusive": 0,
                                         "errors": 0}
-    assert parallel_report["schema_version"] == 2 and parallel_report["environment"]["torch"]
+    assert parallel_report["schema_version"] == 3 and parallel_report["environment"]["torch"]
 
 
 def test_exit_code_follows_a_deliberately_failing_threshold(project, cache_dir, smoke_lm_dir):

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import nan_checkpoint
 from unlearnbench.errors import CheckpointError, UnlearnbenchError
+from unlearnbench.evidence import DecisionRule
 from unlearnbench.metrics.core import MetricResult
 from unlearnbench.thresholds import Check
 
@@ -82,7 +83,9 @@ def test_a_yardstick_that_answers_too_few_items_is_inconclusive():
     verdict = check.judge({"m": result(0.5)}, {"m": result(0.1, per_item=answered)})
     assert verdict.outcome == "inconclusive" and "answers 10% of the items" in verdict.reason
     answered = {f"q{i}": (1.0 if i < 3 else 0.0) for i in range(10)}
-    assert check.judge({"m": result(0.5)}, {"m": result(0.3, per_item=answered)}).outcome == "pass"
+    # Enough answered: judged (on the value here; 10 items would not decide the interval rule's verdict).
+    point = DecisionRule(point_estimate=True)
+    assert check.judge({"m": result(0.5)}, {"m": result(0.3, per_item=answered)}, rule=point).outcome == "pass"
 
 
 def test_full_and_retain_indistinguishable_on_a_forget_metric_is_inconclusive():
@@ -90,14 +93,15 @@ def test_full_and_retain_indistinguishable_on_a_forget_metric_is_inconclusive():
                   relative_to="retain", margin=0.05, requires={"separated_from": "full"})
     overlapping = check.judge({"m": result(0.9)}, {"m": result(0.3, (0.1, 0.5))},
                               others={"full": {"m": result(0.4, (0.3, 0.6))}})
-    assert overlapping.outcome == "inconclusive" and "confidence intervals overlap" in overlapping.reason
+    assert overlapping.outcome == "inconclusive" and "interval of their difference" in overlapping.reason
     separated = check.judge({"m": result(0.9)}, {"m": result(0.3, (0.1, 0.5))},
                             others={"full": {"m": result(0.8, (0.7, 0.9))}})
     assert separated.outcome == "fail"
 
 
 def test_strict_ci_turns_inconclusive_into_a_failure():
-    verdict = kept_check(scale=(0.0, 1.0)).judge({"m": result(0.0)}, {"m": result(0.0)}, strict_ci=True)
+    verdict = kept_check(scale=(0.0, 1.0)).judge({"m": result(0.0)}, {"m": result(0.0)},
+                                                 rule=DecisionRule(strict=True))
     assert verdict.outcome == "fail" and "inconclusive" in verdict.reason
 
 

@@ -122,15 +122,21 @@ def test_a_share_of_0_1_items_gets_the_wilson_interval_worked_out_by_hand():
     assert graded.interval == "bootstrap-percentile" and graded.ci == bootstrap_ci([1.0, 0.0, 0.5])
 
 
-def test_six_of_six_does_not_pass_a_strict_gate_at_095_and_eighty_of_eighty_does(tmp_path):
-    # n of n clears 0.95 once n / (n + z^2) >= 0.95: n >= 73 (60 of 60 reaches 0.9398).
+def test_six_of_six_is_underpowered_at_095_and_seventy_three_of_seventy_three_passes(tmp_path):
+    # n of n clears 0.95 once its Wilson lower bound n / (n + z^2) >= 0.95: n >= 73
+    # (60 of 60 reaches only 0.9398, so it cannot pass a two-sided 95% interval rule).
+    from unlearnbench.evidence import DecisionRule
     from unlearnbench.thresholds import load_suite_thresholds
 
     path = tmp_path / "demo.yaml"
     path.write_text("suite: demo\nchecks:\n  helps:\n    axis: utility\n    metric: help\n    direction: at_least\n"
                     "    bound: 0.95\n    rationale: benign questions answered\n")
     check = load_suite_thresholds(path, "demo", {"help"})["helps"]
-    for n, outcome in ((6, "fail"), (72, "fail"), (73, "pass"), (80, "pass")):
+    for n, outcome in ((6, "inconclusive"), (60, "inconclusive"), (72, "inconclusive"), (73, "pass"), (80, "pass")):
         shares = mean_result("help", {str(i): 1.0 for i in range(n)}, higher_is_better=True)
-        assert check.judge({"help": shares}).outcome == "pass"  # the point estimate, 1, is past the bound either way
-        assert check.judge({"help": shares}, strict_ci=True).outcome == outcome, n
+        verdict = check.judge({"help": shares})
+        assert verdict.outcome == outcome, n
+        if outcome == "inconclusive":  # the items Wilson's interval needs to clear the bound at a share of 1
+            assert verdict.lean == "pass" and verdict.n_needed == 73, n
+        # The point estimate, 1, is past the bound either way: the old rule passes them all.
+        assert check.judge({"help": shares}, rule=DecisionRule(point_estimate=True)).outcome == "pass"

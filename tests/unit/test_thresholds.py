@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from unlearnbench.errors import ThresholdsError
+from unlearnbench.evidence import DecisionRule
 from unlearnbench.metrics.core import MetricResult
 from unlearnbench.thresholds import apply_overrides, load_suite_thresholds
 
@@ -108,13 +109,23 @@ def test_relative_check_without_reference_is_skipped_not_passed(tmp_path):
     assert verdict.outcome == "skip" and "--retain-model" in verdict.reason
 
 
-def test_strict_ci_requires_the_whole_interval_on_the_good_side(tmp_path):
-    check = load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)["score_high"]
+def test_three_outcomes_by_the_interval_and_the_old_rule_by_the_point_estimate(tmp_path):
+    check = load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)["score_high"]  # score >= 0.5
     straddling = {"score": result("score", 0.6, ci=(0.45, 0.75))}
-    assert check.judge(straddling).outcome == "pass"
-    strict = check.judge(straddling, strict_ci=True)
+    verdict = check.judge(straddling)
+    assert verdict.outcome == "inconclusive" and verdict.lean == "pass" and verdict.decided_by is None
+    assert "underpowered, leans pass" in verdict.reason and verdict.n_needed > 10
+    point = check.judge(straddling, rule=DecisionRule(point_estimate=True))
+    assert point.outcome == "pass" and point.decided_by == "point-estimate" and point.rule == "point-estimate"
+    strict = check.judge(straddling, rule=DecisionRule(strict=True))
     assert strict.outcome == "fail" and "--strict-ci" in strict.reason
-    assert check.judge({"score": result("score", 0.6, ci=(0.55, 0.65))}, strict_ci=True).outcome == "pass"
+    decided = check.judge({"score": result("score", 0.6, ci=(0.55, 0.65))})
+    assert decided.outcome == "pass" and decided.decided_by == "interval"
+    below = check.judge({"score": result("score", 0.4, ci=(0.35, 0.45))})
+    assert below.outcome == "fail" and below.decided_by == "interval"
+    # A value with no interval of its own is decided on its value, and says so.
+    bare = check.judge({"score": result("score", 0.6)})
+    assert bare.outcome == "pass" and bare.decided_by == "point-estimate" and "no interval" in bare.reason
 
 
 def test_overrides_replace_bound_kind_and_validate(tmp_path):

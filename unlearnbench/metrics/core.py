@@ -1,4 +1,4 @@
-"""`MetricResult` and the statistics every metric shares (SPEC §1)."""
+"""`MetricResult` and the statistics every metric shares (docs/verdicts.md)."""
 
 from __future__ import annotations
 
@@ -56,10 +56,15 @@ class MetricResult:
     # the membership AUC, first-token entropy). Regressions are then judged
     # by the distance to it, not by `higher_is_better`.
     ideal: float | str | None = None
-    # How `ci` was made (docs/gates.md): "wilson" (a share of 0/1 items),
-    # "bootstrap-percentile" (any other mean), None (a set-level value with
-    # no interval of its own).
+    # How `ci` was made (docs/verdicts.md): "wilson" (a share of 0/1 items),
+    # "bootstrap-percentile" (any other mean, or a set-level value with
+    # `replicates`), None (a value with no interval of its own).
     interval: str | None = None
+    # A set-level value's bootstrap replicates (one per resample, drawn by
+    # `bootstrap_indices`): the checkpoint's and its reference's replicate k
+    # resampled the same items, so their difference is a paired resample of
+    # the difference (evidence.py). Kept in the result cache, not in reports.
+    replicates: list[float] | None = None
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -83,23 +88,35 @@ def bootstrap_indices(sizes: Sequence[int], resamples: int = BOOTSTRAP_RESAMPLES
     return [rng.integers(0, n, (resamples, n)) for n in sizes]
 
 
-def percentile_ci(values: Sequence[float]) -> tuple[float, float]:
-    """95% percentile interval of bootstrap values (NaN, NaN when none)."""
+def percentile_ci(values: Sequence[float], alpha: float = 0.05) -> tuple[float, float]:
+    """The (1 - alpha) percentile interval of bootstrap values (NaN, NaN when none)."""
     if len(values) == 0:
         return math.nan, math.nan
-    low, high = np.percentile(values, [2.5, 97.5])
+    low, high = np.percentile(values, [50 * alpha, 100 - 50 * alpha])
     return float(low), float(high)
 
 
-def bootstrap_ci(values: Sequence[float]) -> tuple[float, float]:
-    """95% percentile bootstrap CI of the mean (seeded by the run: reports are reproducible)."""
+def replicated(replicates: Sequence[float]) -> dict:
+    """The interval fields of a set-level MetricResult from its bootstrap
+    replicates: `MetricResult(name, value, n, **replicated(reps), ...)`."""
+    reps = [float(v) for v in replicates]
+    return {"ci": percentile_ci(reps), "interval": "bootstrap-percentile", "replicates": reps}
+
+
+def bootstrap_means(values: Sequence[float]) -> np.ndarray:
+    """The bootstrap replicates of a mean (seeded by the run: reproducible)."""
     data = np.asarray(values, dtype=np.float64)
     if data.size == 0:
-        raise ValueError("bootstrap CI of an empty sample")
+        raise ValueError("bootstrap of an empty sample")
     if data.size == 1:
-        return float(data[0]), float(data[0])
+        return data.copy()
     [rows] = bootstrap_indices([data.size])
-    return percentile_ci(data[rows].mean(axis=1))
+    return data[rows].mean(axis=1)
+
+
+def bootstrap_ci(values: Sequence[float], alpha: float = 0.05) -> tuple[float, float]:
+    """The (1 - alpha) percentile bootstrap CI of the mean."""
+    return percentile_ci(bootstrap_means(values), alpha)
 
 
 def is_share(values: Sequence[float]) -> bool:
@@ -107,13 +124,14 @@ def is_share(values: Sequence[float]) -> bool:
     return all(v in (0.0, 1.0) for v in values)
 
 
-def wilson_ci(values: Sequence[float]) -> tuple[float, float]:
-    """95% Wilson score interval of a share of 0/1 values (statsmodels). A
-    bootstrap of k = 0 or k = n has zero width; Wilson's does not (6 of 6 is
-    consistent with a rate of 0.61), and it keeps its coverage at small n."""
+def wilson_ci(values: Sequence[float], alpha: float = 0.05) -> tuple[float, float]:
+    """The (1 - alpha) Wilson score interval of a share of 0/1 values
+    (statsmodels). A bootstrap of k = 0 or k = n has zero width; Wilson's does
+    not (6 of 6 is consistent with a rate of 0.61), and it keeps its coverage
+    at small n."""
     from statsmodels.stats.proportion import proportion_confint
 
-    low, high = proportion_confint(int(sum(values)), len(values), alpha=0.05, method="wilson")
+    low, high = proportion_confint(int(sum(values)), len(values), alpha=alpha, method="wilson")
     return max(0.0, float(low)), min(1.0, float(high))  # float rounding can step past the share's range
 
 

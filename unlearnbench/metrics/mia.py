@@ -20,7 +20,7 @@ from unlearnbench.metrics.core import (
     MetricResult,
     Unavailable,
     bootstrap_indices,
-    percentile_ci,
+    replicated,
 )
 from unlearnbench.metrics.openunlearning import EPSILON
 
@@ -122,8 +122,9 @@ def retain_deviation(auc_model: float, auc_retain: float) -> float:
 
 def bootstrap_pl_rd(model: dict, retain: dict, score: str, resamples: int = BOOTSTRAP_RESAMPLES):
     """Paired bootstrap over chunks (the same resampled chunks under both
-    models): 95% CIs of PL, |PL| and RD, and how many resamples each of PL and
-    RD had to drop because the retain model's AUC, their denominator, was 0."""
+    models): the bootstrap replicates of PL, |PL| and RD, and how many
+    resamples each of PL and RD had to drop because the retain model's AUC,
+    their denominator, was 0."""
     hf_m = comparison_matrix(model["holdout"][score], model["forget"][score])
     hf_r = comparison_matrix(retain["holdout"][score], retain["forget"][score])
     rh_m = comparison_matrix(model["retain"][score], model["holdout"][score])
@@ -136,8 +137,7 @@ def bootstrap_pl_rd(model: dict, retain: dict, score: str, resamples: int = BOOT
             pl.append(privacy_leakage(hf_m[np.ix_(h, f)].mean(), h_r))
         if a_r > 0:
             rd.append(retain_deviation(rh_m[np.ix_(r, h)].mean(), a_r))
-    return (percentile_ci(pl), percentile_ci([abs(v) for v in pl]), percentile_ci(rd),
-            {"pl": resamples - len(pl), "rd": resamples - len(rd)})
+    return pl, [abs(v) for v in pl], rd, {"pl": resamples - len(pl), "rd": resamples - len(rd)}
 
 
 # ---------------------------------------------- the membership metrics
@@ -155,7 +155,8 @@ def membership_metrics(own: dict, retain: dict | None, params: dict, score: str 
     aucs = {s: auc(own["holdout"][s], own["forget"][s]) for s in own["forget"]}
     n = len(own["forget"][score]) + len(own["holdout"][score])
     out = {"mia_auc_holdout_forget": MetricResult(
-        "mia_auc_holdout_forget", aucs[score], n, _auc_ci(own, score), higher_is_better=True, ideal="retain",
+        "mia_auc_holdout_forget", aucs[score], n, **replicated(_auc_replicates(own, score)), higher_is_better=True,
+        ideal="retain",
         params={**params, "score": score},
         details={"auc_holdout_forget_by_score": aucs,
                  "chunks": {k: len(v[score]) for k, v in own.items()}})}
@@ -168,7 +169,7 @@ def membership_metrics(own: dict, retain: dict | None, params: dict, score: str 
     a_m = auc(own["retain"][score], own["holdout"][score])
     a_r = auc(retain["retain"][score], retain["holdout"][score])
     out["mia_auc_holdout_forget"].details["retain_auc_holdout_forget"] = h_r
-    pl_ci, pl_abs_ci, rd_ci, dropped = bootstrap_pl_rd(own, retain, score)
+    pl_reps, pl_abs_reps, rd_reps, dropped = bootstrap_pl_rd(own, retain, score)
     common = {"score": score, "auc_holdout_forget": {"model": h_m, "retain": h_r},
               "auc_retain_holdout": {"model": a_m, "retain": a_r}}
     pl_params = {**params, "score": score, "sign_convention": PL_SIGN}
@@ -184,9 +185,9 @@ def membership_metrics(own: dict, retain: dict | None, params: dict, score: str 
     else:
         pl = privacy_leakage(h_m, h_r, epsilon)
         pl_details = {**common, "bootstrap_resamples_dropped": dropped["pl"]}
-        out["privacy_leakage"] = MetricResult("privacy_leakage", pl, n, pl_ci, higher_is_better=False,
+        out["privacy_leakage"] = MetricResult("privacy_leakage", pl, n, **replicated(pl_reps), higher_is_better=False,
                                               params=pl_params, details=pl_details, ideal=0.0)
-        out["privacy_leakage_magnitude"] = MetricResult("privacy_leakage_magnitude", abs(pl), n, pl_abs_ci,
+        out["privacy_leakage_magnitude"] = MetricResult("privacy_leakage_magnitude", abs(pl), n, **replicated(pl_abs_reps),
                                                         higher_is_better=False, params=pl_params,
                                                         details=pl_details)
     if a_r == 0:
@@ -194,12 +195,12 @@ def membership_metrics(own: dict, retain: dict | None, params: dict, score: str 
             "retain_deviation", "RD is undefined: the retain model's AUC(retain, holdout) is 0")
     else:
         out["retain_deviation"] = MetricResult(
-            "retain_deviation", retain_deviation(a_m, a_r), n, rd_ci, higher_is_better=False,
+            "retain_deviation", retain_deviation(a_m, a_r), n, **replicated(rd_reps), higher_is_better=False,
             params={**params, "score": score}, details={**common, "bootstrap_resamples_dropped": dropped["rd"]})
     return out
 
 
-def _auc_ci(own: dict, score: str) -> tuple[float, float]:
+def _auc_replicates(own: dict, score: str) -> list[float]:
     matrix = comparison_matrix(own["holdout"][score], own["forget"][score])
     holdout, forget = bootstrap_indices(matrix.shape)
-    return percentile_ci([matrix[np.ix_(h, f)].mean() for h, f in zip(holdout, forget)])
+    return [float(matrix[np.ix_(h, f)].mean()) for h, f in zip(holdout, forget)]

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 from unlearnbench.report.schema import new_report
 
-GATE_FIELDS = ("metric", "direction", "relative_to", "margin", "strict_ci")
+GATE_FIELDS = ("metric", "direction", "relative_to", "margin", "strict_ci", "rule", "alpha", "correction")
 
 
 def _gate_signature(verdict: dict) -> tuple:

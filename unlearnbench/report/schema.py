@@ -4,11 +4,13 @@ Every suite test sends one record (check verdict, and the first time per
 checkpoint and suite, its metrics) through pytest's `user_properties`; the
 controller merges the records of all xdist workers into one report here.
 
-Schema `unlearnbench.report` version 2 (version 1 had `leaderboard` instead of
-`assessment` and no `run.anchors`; it still loads)::
+Schema `unlearnbench.report` version 3 (version 2 had `run.strict_ci` instead of
+`run.decision` and verdicts without their decision fields; version 1 also had
+`leaderboard` instead of `assessment` and no `run.anchors`; both still load)::
 
     {schema, schema_version,
-     run: {id, directory, started_at, finished_at, duration_s, command, cwd, options, seed, strict_ci,
+     run: {id, directory, started_at, finished_at, duration_s, command, cwd, options, seed,
+          decision: {rule, alpha, correction, strict_ci, text}   (how verdicts were decided: docs/verdicts.md),
           anchors: {NAME: full | retain}   (the checkpoints that are the run's reference models),
           thresholds_files: {SUITE: path}, cache: {hits, misses, corrupt}, exit_status,
           reference_code: {SUITE: owner/repo@commit}   (suites run under convention=reference)},
@@ -17,7 +19,10 @@ Schema `unlearnbench.report` version 2 (version 1 had `leaderboard` instead of
      checkpoints: {NAME: {info: checkpoint-info,
                           suites: {SUITE: {data: {fingerprint, source, reference_code?},
                                            metrics: {METRIC: MetricResult},
-                                           checks: {CHECK: Verdict + worker},
+                                           checks: {CHECK: Verdict + worker}   (thresholds.Verdict: value,
+                                                  ci, bound, difference, difference_ci_low/high, reference_value,
+                                                  reference_ci_low/high, interval, p_value, decided_by, lean, mde,
+                                                  n_needed, ...),
                                            timings: {evaluate_s, ...}}},
                           lost: {reason, tests}   (its xdist worker died: see `add_lost`)}},
      summary: {passed, failed, skipped, inconclusive, errors},
@@ -47,8 +52,8 @@ from unlearnbench.atomic import atomic_write_text
 from unlearnbench.report.verdicts import assess
 
 SCHEMA = "unlearnbench.report"
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 SUMMARY_KEYS = {"pass": "passed", "fail": "failed", "skip": "skipped", "inconclusive": "inconclusive",
                 "error": "errors"}
 

@@ -29,7 +29,7 @@ from unlearnbench.metrics.core import (
     Unavailable,
     bootstrap_indices,
     mean_result,
-    percentile_ci,
+    replicated,
     run_seed,
 )
 from unlearnbench.metrics.dialogue import STOP_STRINGS, first_turn_prompt, split_trailing_space
@@ -266,16 +266,17 @@ def mcq_metrics(mcq: list[MCQItem], choices: dict, formats, params: dict) -> dic
     }
     out["mcq_idk_rate_std"] = MetricResult(
         # Rounded: equal rates should give a std of 0, not float noise like 3e-17.
-        "mcq_idk_rate_std", round(float(idk.mean(1).std()), 12), len(ids), _std_ci(idk), higher_is_better=False,
+        "mcq_idk_rate_std", round(float(idk.mean(1).std()), 12), len(ids), **replicated(_std_replicates(idk)),
+        higher_is_better=False,
         params={**mcq_params, "std": "population std (ddof=0) of the per-format IDK rates"},
         details={"per_format_cir": [per_format[f.name]["cir"] for f in formats]})
     return out
 
 
-def _std_ci(hits: np.ndarray) -> tuple[float, float]:
+def _std_replicates(hits: np.ndarray) -> list[float]:
     """Bootstrap over items of the across-format std of the IDK rate."""
     [rows] = bootstrap_indices([hits.shape[1]])
-    return percentile_ci([hits[:, r].mean(1).std() for r in rows])
+    return [float(hits[:, r].mean(1).std()) for r in rows]
 
 
 def is_consistent(reply: str, gold: str, detector: RefusalDetector) -> bool:
