@@ -237,11 +237,11 @@ class DecisionRule:
     def describe(self) -> str:
         if self.point_estimate:
             return "point estimate: a check passes when its value is on the good side of its bound"
-        level = f"{1 - self.alpha:.4g}".rstrip("0")
         family = ", Holm-Bonferroni across each checkpoint's checks in a suite" if self.correction == "holm" else ""
-        return (f"interval: pass or fail only when the whole {level} interval of the decision quantity is on one "
-                f"side of the bound{family}; otherwise inconclusive"
-                + ("; --strict-ci fails an inconclusive check" if self.strict else ""))
+        return (f"interval (alpha {self.alpha:g}): pass or fail only when the whole {100 * (1 - self.alpha):.4g}% "
+                f"interval of the value, or of its difference from the reference, is on one side of the "
+                f"bound{family}; otherwise inconclusive"
+                + (" (--strict-ci fails it)" if self.strict else ""))
 
     def to_dict(self) -> dict:
         return {"rule": self.name, "alpha": self.alpha, "correction": self.correction, "strict_ci": self.strict}

@@ -362,7 +362,7 @@ class RunState:
         answer, so that it is what a reader sees last."""
         if self.report_files is None or self.is_worker:
             return
-        from unlearnbench.report.text import path_lines, ranking_lines, verdict_lines
+        from unlearnbench.report.text import evidence_line, path_lines, ranking_lines, verdict_lines
 
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None:
@@ -374,6 +374,8 @@ class RunState:
                   "interrupted", red=True, bold=True)
         for line in verdict_lines(self.report):
             write(line, red=" FAIL" in line[:80], green=" PASS" in line[:80])
+        write("")
+        write(evidence_line(self.report))
         write("")
         write(self.report["assessment"]["ranking"]["rule"])
         for line in ranking_lines(self.report):

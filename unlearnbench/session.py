@@ -407,22 +407,24 @@ class Bench:
         if check.relative_to and check.or_bound is None and self.reference_spec(check.relative_to, suite) is None:
             return check.judge({}, None, rule=self.options.rule), None  # skipped, naming the missing option
         # The references first: their runs (and the preflight) come before the candidate's.
-        inputs = self._judge_inputs(check, suite)
+        reference, others = self._judge_inputs(check, suite)
         run = self.run(spec, suite)
         rule = self.options.rule
         with seeded(self.options.seed):  # the decision's bootstrap resamples are the metrics' own
-            verdict = check.judge(run.metrics, *inputs, rule=rule)
+            verdict = check.judge(run.metrics, reference, others=others, rule=rule)
             if rule.correction == "holm" and _tested(verdict):
                 family = {}
                 for other in self.gates[suite].values():
                     if other.enabled and not (other.relative_to and other.or_bound is None
                                               and self.reference_spec(other.relative_to, suite) is None):
+                        other_reference, other_others = self._judge_inputs(other, suite)
                         judged = verdict if other is check else other.judge(
-                            run.metrics, *self._judge_inputs(other, suite), rule=rule)
+                            run.metrics, other_reference, others=other_others, rule=rule)
                         if _tested(judged):
                             family[other.name] = judged.p_value
                 adjusted = holm_adjusted(family, rule.alpha)
-                verdict = check.judge(run.metrics, *inputs, rule=rule, p_adjusted=adjusted[check.name])
+                verdict = check.judge(run.metrics, reference, others=others, rule=rule,
+                                      p_adjusted=adjusted[check.name])
         return verdict, run
 
     def _judge_inputs(self, check: Check, suite: str) -> tuple:

@@ -64,7 +64,8 @@ def test_collapsed_model_ranks_below_every_model_that_keeps_utility_and_referenc
     assert board["shared_checks"] == ["dusk.forgotten", "dusk.shared_kept", "tofu.quality", "tofu.utility_kept"]
     assert "on the 4 checks they all ran" in board["rule"]
     ga = board["rows"][-1]
-    assert (ga["utility_failed"], ga["forget_passed"], ga["passed"], ga["utility_lost"]) == (2, 1, 1, True)
+    assert (ga["utility_failed"], ga["forget_passed"], ga["passed"], ga["collapsed"]) == (2, 1, 1, True)
+    assert ga["utility"] == "collapsed"
     assert board["unranked"] == [{"checkpoint": "shallow", "reason": "ran 0 of the 4 shared checks"}]
     assert {a["checkpoint"] for a in board["anchors"]} == {"full", "retain"}
     assert assess(report)["order"] == ["npo", "simnpo", "ga", "shallow", "retain", "full"]
@@ -78,6 +79,37 @@ def test_passing_candidate_ranks_first_then_forget_efficacy_breaks_utility_ties(
     })
     rows = ranking(report)["rows"]
     assert [(r["checkpoint"], r["verdict"]) for r in rows] == [("good", "pass"), ("weak", "fail"), ("eager", "fail")]
+
+
+def test_the_ranking_counts_decided_verdicts_only_and_a_cost_is_not_a_collapse():
+    # The zoo's WMDP run: idknll forgot nothing (three decided forget failures)
+    # and kept utility; rmu's forget checks are all underpowered (leaning pass);
+    # simnpo forgot two of three (decided) and paid a decided utility cost
+    # on one of two utility checks; ga forgot everything and lost both.
+    def run(forget: list[str], utility: list[str]) -> dict:
+        checks = {f"f{i}": {"outcome": o, "axis": "forget", "lean": "pass" if o == "inconclusive" else None}
+                  for i, o in enumerate(forget)}
+        checks |= {f"u{i}": {"outcome": o, "axis": "utility"} for i, o in enumerate(utility)}
+        for verdict in checks.values():
+            verdict.update(direction="at_most", bound=0.3, value=0.1 if verdict["outcome"] == "pass" else 0.5)
+        return {"info": {}, "suites": {"wmdp": {"data": {}, "metrics": {}, "checks": checks, "timings": {}}}}
+
+    report = new_report({"id": "run-x", "anchors": {}})
+    report["checkpoints"] = {
+        "idknll": run(["fail", "fail", "fail"], ["pass", "pass"]),
+        "rmu": run(["inconclusive"] * 3, ["pass", "inconclusive"]),
+        "simnpo": run(["pass", "pass", "inconclusive"], ["fail", "pass"]),
+        "ga": run(["pass", "pass", "pass"], ["fail", "fail"]),
+    }
+    rows = {r["checkpoint"]: r for r in ranking(report)["rows"]}
+    order = [r["checkpoint"] for r in ranking(report)["rows"]]
+    assert order == ["rmu", "simnpo", "idknll", "ga"]  # inconclusive before fail, then collapsed last
+    assert (rows["simnpo"]["utility"], rows["ga"]["utility"], rows["idknll"]["utility"]) == ("cost", "collapsed",
+                                                                                             "kept")
+    assert (rows["rmu"]["forget_passed"], rows["rmu"]["forget_failed"]) == (0, 0)  # underpowered: neither
+    # Among failing candidates, forgetting shown (decided passes minus decided failures) beats keeping utility
+    # by forgetting nothing: simnpo (+2) ranks above idknll (-3).
+    assert order.index("simnpo") < order.index("idknll")
 
 
 def test_margin_breaks_ties_between_equal_counts():

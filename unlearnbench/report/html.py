@@ -24,7 +24,7 @@ import gzip
 import html
 import json
 
-from unlearnbench.report.text import SYMBOLS, bound_text, half_width
+from unlearnbench.report.text import SYMBOLS, bound_text, evidence_line, forget_text, half_width, utility_text
 from unlearnbench.report.verdicts import assess, suite_counts
 from unlearnbench.report.view import suite_views
 
@@ -43,6 +43,8 @@ vertical-align:top}th{background:#f4f4f4}
 .meta{color:#555;overflow-wrap:anywhere}.rule{color:#333;font-size:13px;max-width:70em}
 .pass{background:#d9f2d9}.fail{background:#f8d0d0}.skip{background:#eee;color:#666}.none{color:#999;text-align:center}
 .error{background:#f3c6f3}.inconclusive{background:#fff0b3;color:#6b5900}
+.lean-pass{background:repeating-linear-gradient(135deg,#fff0b3 0 5px,#d9f2d9 5px 10px)}
+.lean-fail{background:repeating-linear-gradient(135deg,#fff0b3 0 5px,#f8d0d0 5px 10px)}
 .pill{display:inline-block;padding:0 8px;border-radius:9px;font-weight:600;font-size:12px}
 .badge{display:inline-block;font-size:11px;padding:0 6px;border-radius:8px;background:#e4e8f4;color:#243a73;
 margin-left:4px;white-space:nowrap}
@@ -186,15 +188,14 @@ def _verdict_table(report: dict, a: dict) -> str:
             + (" <small>(retain too)</small>" if key in v["retain_fails_too"] else "")
             for key in v["failing"][:3]) + (", …" if len(v["failing"]) > 3 else "")
         if r:
-            note = (f"<td>{r['utility_failed']}/{r['utility_checks']}{' (lost)' if r['utility_lost'] else ''}</td>"
-                    f"<td>{r['forget_passed']}/{r['forget_checks']}</td>")
+            note = f"<td>{_e(utility_text(r))}</td><td>{_e(forget_text(r))}</td>"
         else:
             why = f"{v['role']} model: anchor, not ranked" if v["role"] else f"not ranked: {unranked.get(name, '')}"
             note = f'<td colspan="2">{_e(why)}</td>'
         rows.append(f'<tr><td>{rank}</td><th><a href="#cp-{_slug(name)}">{_e(name)}</a>{_badge(v["role"])}</th>'
                     f"<td>{_pill(v['verdict'])}</td>{''.join(cells)}{note}<td>{first}</td></tr>")
     return (f'<div class="scroll"><table id="verdicts"><thead><tr><th>rank</th><th>checkpoint</th><th>verdict</th>'
-            f"{head}<th>utility failed</th><th>forget passed</th><th>first failing checks</th></tr></thead>"
+            f"{head}<th>utility failed</th><th>forget passed/failed</th><th>first failing checks</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody>"
             f'</table></div><p class="rule" id="ranking-rule">{_e(board["rule"])} Suite cells: checks passed / '
             "judged.</p>")
@@ -233,8 +234,12 @@ def _matrix(report: dict, a: dict) -> str:
                     cells.append('<td class="none" title="not run">—</td>')
                     continue
                 value = f"{v['value']:.3g}" if isinstance(v.get("value"), (int, float)) else v["outcome"]
-                tip = v.get("reason", "")
-                cells.append(f'<td class="{_e(v["outcome"])}" title="{_e(tip)}"><a href="#'
+                tip, css = v.get("reason", ""), v["outcome"]
+                if v.get("lean"):  # underpowered: hatched in the colour it leans to, the items needed first
+                    css += f" lean-{v['lean']}"
+                    needed = f"~{v['n_needed']} items would decide it" if v.get("n_needed") else "undecidable"
+                    tip = f"underpowered, leans {v['lean']}: {needed} (n = {v.get('n')}). {tip}"
+                cells.append(f'<td class="{_e(css)}" title="{_e(tip)}"><a href="#'
                              f'{check_anchor(name, suite, check)}">{SYMBOL.get(v["outcome"], "")} {_e(value)}</a></td>')
             rows.append(f'<tr class="row"><th class="check" title="{_e(example.get("rationale", ""))}">{_e(check)}'
                         f"{flag}</th><td>{_e(_bound_label(example))}</td>{''.join(cells)}</tr>")
@@ -359,15 +364,37 @@ def _check_block(name: str, suite: str, check: str, v: dict, result: dict, retai
     bound = bound_text(v, SYMBOLS)
     if v.get("relative_to") and v.get("reference_value") is not None:
         bound += f" = {v['relative_to']} {_fmt(v['reference_value'])} {'−' if v['direction'] == 'at_least' else '+'} {_fmt(v.get('margin'))}"
-    rows = [("verdict", _pill(v["outcome"]) + (' <span class="flag">retain fails this too</span>' if retain_fails else "")),
+    rows = [("verdict", _pill(v["outcome"]) + (' <span class="flag">retain fails this too</span>' if retain_fails else "")
+             + (f" leans {_e(v['lean'])}" if v.get("lean") else "")),
             ("metric", _e(v.get("metric", ""))), ("value", _e(value)),
-            ("must be", _e(bound)),
+            ("must be", _e(bound)), ("decided on", _e(_decision_text(v))),
             ("why", _e(v.get("rationale", ""))), ("result", _e(v.get("reason", "")))]
     dl = "".join(f"<dt>{k}</dt><dd>{val}</dd>" for k, val in rows if val)
     items = (_items_table(v["metric"], _per_item_source(suite, v["metric"]), result, v, retain, tables)
              if v.get("metric") else "")
     return (f'<div class="check" id="{check_anchor(name, suite, check)}"><h4>{_e(suite)} · {_e(check)}</h4>'
             f"<dl>{dl}</dl>{items}</div>")
+
+
+def _decision_text(v: dict) -> str:
+    """What the rule decided on: 'difference from retain −0.02, 95% interval
+    −0.05 to 0.01 (newcombe-paired), p = 0.2; can tell 0.03; ~90 items would decide it'."""
+    dci, alpha = v.get("decision_ci"), v.get("alpha") or 0.05
+    if v.get("decided_by") == "point-estimate" and v.get("rule") == "point-estimate":
+        return "its value alone (--point-estimate)"
+    if not dci:
+        return "its value alone (this metric has no interval)" if v.get("decided_by") else ""
+    quantity = (f"difference from {v['relative_to']} {_fmt(v['difference'])}" if v.get("difference") is not None
+                else "its value")
+    parts = [f"{quantity}, {100 * (1 - alpha):.4g}% interval {_fmt(dci[0])} to {_fmt(dci[1])} ({v.get('interval')})"]
+    if v.get("p_value") is not None:
+        parts[0] += f", p = {v['p_value']:.2g}" + (f" (Holm {v['p_adjusted']:.2g})" if v.get("p_adjusted") is not None
+                                                 else "")
+    if v.get("mde") is not None:
+        parts.append(f"can tell differences of {v['mde']:.2g}")
+    if v.get("n_needed"):
+        parts.append(f"~{v['n_needed']} items would decide it")
+    return "; ".join(parts)
 
 
 def _drilldown(report: dict, a: dict) -> str:
@@ -412,11 +439,14 @@ def render(report: dict, extra_figures: dict[str, list[str]] | None = None) -> s
 {_fmt(run.get('duration_s'))} s &middot; <code>{_e(command)}</code> &middot; unlearnbench {_e(env.get('unlearnbench'))},
 torch {_e(env.get('torch'))}, transformers {_e(env.get('transformers'))} &middot;
 checks: <b>{summary['passed']}</b> passed, <b>{summary['failed']}</b> failed, {summary.get('inconclusive', 0)} inconclusive,
-{summary['skipped']} skipped, {summary['errors']} errors</p>{_reference_code(run)}{_interrupted(run)}{_lost(report)}
+{summary['skipped']} skipped, {summary['errors']} errors</p><p class="meta" id="evidence">{_e(evidence_line(report))}
+(how a verdict is decided: docs/verdicts.md)</p>
+{_reference_code(run)}{_interrupted(run)}{_lost(report)}
 {_banner(report, a)}
 <h2 id="verdicts-heading">Verdicts and ranking</h2>{_verdict_table(report, a)}
 <h2>Checks</h2><p class="meta">Checks as rows, grouped by suite (− folds a suite); checkpoints as columns in the
-order above. ✓ pass, ✗ fail, ? inconclusive, – skipped, — not run. A cell shows the value and links to the check's
+order above. ✓ pass, ✗ fail, ? inconclusive (hatched: underpowered, in the colour it leans to; its tooltip
+says how many items would decide it), – skipped, — not run. A cell shows the value and links to the check's
 details.</p>{_matrix(report, a)}
 <h2>Plots</h2>{plot_html or '<p>No plotted suite in this run.</p>'}
 <h2>Details</h2><label><input type="checkbox" id="only-failures" onchange="onlyFailures(this)"> show only the

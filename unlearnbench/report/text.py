@@ -16,8 +16,13 @@ from unlearnbench.report.verdicts import suite_counts
 OPS = {"at_least": ">=", "at_most": "<="}
 SYMBOLS = {"at_least": "≥", "at_most": "≤"}  # the same, for the HTML page
 NOT_PASSING = ("fail", "error", "inconclusive")
+# The decision fields of a judged row (docs/verdicts.md), as the verdict holds them.
+DECISION_FIELDS = ("difference", "difference_ci_low", "difference_ci_high", "reference_value", "reference_ci_low",
+                   "reference_ci_high", "interval", "p_value", "p_adjusted", "decided_by", "lean", "mde", "n_needed",
+                   "rule", "alpha", "correction")
 FLAT_FIELDS = ("checkpoint", "role", "checkpoint_verdict", "suite", "metric", "value", "ci_low", "ci_high",
-               "ci_half_width", "n", "check", "axis", "direction", "bound", "outcome", "retain_fails_too", "reason")
+               "ci_half_width", "n", "check", "axis", "direction", "bound", "outcome", "retain_fails_too",
+               *DECISION_FIELDS, "reason")
 
 
 def _g(value, digits: int = 4) -> str:
@@ -91,15 +96,24 @@ def check_lines(report: dict, *, everything: bool = False, checkpoints=None, sui
     return lines
 
 
+def utility_text(row: dict) -> str:
+    """'6/10 (collapsed)', '1/10 (cost)', '0/10': utility checks decided failed."""
+    tag = {"collapsed": " (collapsed)", "cost": " (cost)"}.get(row["utility"], "")
+    return f"{row['utility_failed']}/{row['utility_checks']}{tag}"
+
+
+def forget_text(row: dict) -> str:
+    """'6/5 of 18': forget checks decided passed / decided failed, of those run."""
+    return f"{row['forget_passed']}/{row['forget_failed']} of {row['forget_checks']}"
+
+
 def ranking_lines(report: dict) -> list[str]:
     board = report["assessment"]["ranking"]
     verdicts = report["assessment"]["verdicts"]
-    rows = [("rank", "checkpoint", "verdict", "utility failed", "forget passed", "passed", "margin")]
+    rows = [("rank", "checkpoint", "verdict", "utility failed", "forget passed/failed", "passed", "margin")]
     for r in board["rows"]:
-        rows.append((str(r["rank"]), r["checkpoint"], r["verdict"].upper(),
-                     f"{r['utility_failed']}/{r['utility_checks']}{' (lost)' if r['utility_lost'] else ''}",
-                     f"{r['forget_passed']}/{r['forget_checks']}", f"{r['passed']}/{len(board['shared_checks'])}",
-                     "" if r["margin"] is None else f"{r['margin']:+.3f}"))
+        rows.append((str(r["rank"]), r["checkpoint"], r["verdict"].upper(), utility_text(r), forget_text(r),
+                     f"{r['passed']}/{len(board['shared_checks'])}", "" if r["margin"] is None else f"{r['margin']:+.3f}"))
     for r in board["unranked"]:
         rows.append(("-", r["checkpoint"], verdicts[r["checkpoint"]]["verdict"].upper(), "", "", "",
                      f"not ranked: {r['reason']}"))
@@ -119,6 +133,24 @@ def attention_lines(report: dict) -> list[str]:
     for dropped in report.get("non_finite", []):
         lines.append(f"non-finite value written as null: {dropped['path']} was {dropped['was']}")
     return lines
+
+
+def evidence_line(report: dict) -> str:
+    """'Decided by ...: 139 of 187 verdicts decided (54 pass, 85 fail); 48 underpowered ...'."""
+    counts = {"pass": 0, "fail": 0, "underpowered": 0, "inconclusive": 0}
+    for checkpoint in report["checkpoints"].values():
+        for result in checkpoint.get("suites", {}).values():
+            for verdict in result.get("checks", {}).values():
+                if verdict.get("lean"):
+                    counts["underpowered"] += 1
+                elif verdict.get("outcome") in counts:
+                    counts[verdict["outcome"]] += 1
+    judged = sum(counts.values())
+    decision = report["run"].get("decision") or {}
+    rule = f"Rule: {decision['text']}. " if decision.get("text") else ""
+    return (f"{rule}{counts['pass'] + counts['fail']} of {judged} verdicts decided ({counts['pass']} pass, "
+            f"{counts['fail']} fail); {counts['underpowered']} underpowered (each names the items that would decide "
+            f"it), {counts['inconclusive']} inconclusive for another reason.")
 
 
 def verdict_lines(report: dict) -> list[str]:
@@ -144,6 +176,8 @@ def markdown(report: dict, *, failing_per_checkpoint: int = 10) -> str:
            f"{s['passed']} checks passed, {s['failed']} failed, {s.get('inconclusive', 0)} inconclusive, "
            f"{s['skipped']} skipped, {s['errors']} errors (run `{run.get('id', '')}`).",
            "",
+           _md_cell(evidence_line(report)),
+           "",
            "| checkpoint | verdict | per suite (passed/judged) |",
            "|---|---|---|"]
     for name in a["order"]:
@@ -152,10 +186,10 @@ def markdown(report: dict, *, failing_per_checkpoint: int = 10) -> str:
         out.append(f"| {_md_cell(name)}{badge} | **{v['verdict'].upper()}** | {_md_cell(suite_counts(v))} |")
     out += ["", "### Ranking", "", _md_cell(board["rule"]), ""]
     if board["rows"]:
-        out += ["| rank | checkpoint | verdict | utility failed | forget passed | passed |", "|---|---|---|---|---|---|"]
-        out += [f"| {r['rank']} | {_md_cell(r['checkpoint'])} | {r['verdict'].upper()} | "
-                f"{r['utility_failed']}/{r['utility_checks']} | {r['forget_passed']}/{r['forget_checks']} | "
-                f"{r['passed']}/{len(board['shared_checks'])} |" for r in board["rows"]]
+        out += ["| rank | checkpoint | verdict | utility failed | forget passed/failed | passed |",
+                "|---|---|---|---|---|---|"]
+        out += [f"| {r['rank']} | {_md_cell(r['checkpoint'])} | {r['verdict'].upper()} | {utility_text(r)} | "
+                f"{forget_text(r)} | {r['passed']}/{len(board['shared_checks'])} |" for r in board["rows"]]
     for r in board["unranked"]:
         out.append(f"- {_md_cell(r['checkpoint'])}: not ranked ({r['reason']})")
     if a["retain_fails"]:
@@ -204,7 +238,7 @@ def flat_rows(report: dict) -> list[dict]:
                                         "direction": v.get("direction") or "", "bound": v.get("bound"),
                                         "outcome": v.get("outcome") or "",
                                         "retain_fails_too": f"{suite}.{check}" in verdict["retain_fails_too"],
-                                        "reason": v.get("reason") or ""})
+                                        **{k: v.get(k) for k in DECISION_FIELDS}, "reason": v.get("reason") or ""})
     return rows
 
 

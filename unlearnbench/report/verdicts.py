@@ -13,17 +13,19 @@ data.
 **Anchors** are the reference models (the run's full and retain models):
 they get verdicts, are badged, and are never ranked.
 
-**Ranking** (candidates only): the checks every ranked candidate ran (the
+**Ranking** (candidates only) ranks what the data decided: an
+inconclusive check (underpowered, or one the references cannot judge) counts
+as neither passed nor failed. On the checks every ranked candidate ran (the
 largest set of checks that the most candidates ran; a candidate that ran only
 some of them, like a robustness-only checkpoint, is listed apart with the
-reason), then on those shared checks: gate verdict (pass, inconclusive,
-fail); then utility kept before utility lost (a candidate that fails more
-than half of its utility checks has collapsed: it "forgets" by losing
-everything, and ranks below every candidate that keeps utility); then forget
-checks passed (most first); then utility checks failed (fewest first); then
-the mean clipped relative margin; then the name. Forget efficacy and model
-utility stay separate axes, as OpenUnlearning and MUSE report them: never one
-sum of the two.
+reason): gate verdict (pass, inconclusive, fail); then utility kept or paid
+for before utility collapsed (a collapse: more than half of its utility
+checks decided failed, so it "forgets" by losing everything; a cost: fewer
+decided utility failures); then forgetting shown, forget checks decided
+passed minus those decided failed (most first); then utility checks decided
+failed (fewest first); then the mean clipped relative margin of the decided
+checks; then the name. Forget efficacy and model utility stay separate axes,
+as OpenUnlearning and MUSE report them: never one sum of the two.
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ OUTCOMES = ("pass", "fail", "inconclusive", "skip", "error")
 VERDICT_ORDER = {"pass": 0, "inconclusive": 1, "fail": 2}
 MARGIN_FLOOR = 0.1
 FIRST_FAILURES = 3
-RULE = ("Candidates are ranked on the {n} checks they all ran: gate verdict first (pass, inconclusive, fail), then "
-        "utility kept before utility lost (failing more than half of the utility checks: a collapsed model ranks "
-        "below every model that keeps utility), then forget checks passed (most first), then utility checks "
-        "failed (fewest first), then the mean clipped margin to the bounds; references are anchors, never ranked.")
+RULE = ("Candidates are ranked on the {n} checks they all ran, counting only decided verdicts (an inconclusive "
+        "check counts as neither): gate verdict first (pass, inconclusive, fail), then utility kept or paid for "
+        "before utility collapsed (more than half of the utility checks decided failed: a collapsed model ranks below "
+        "every model that keeps utility), then forgetting shown (forget checks decided passed minus decided failed, "
+        "most first), then utility checks decided failed (fewest first), then the mean clipped margin to the bounds; "
+        "references are anchors, never ranked.")
 
 
 def check_margin(verdict: dict) -> float | None:
@@ -173,12 +177,16 @@ def ranking(report: dict, verdicts: dict[str, dict] | None = None) -> dict:
                                   if axes.get(k) == "utility"),
             "utility_checks": sum(axes.get(k) == "utility" for k in checks),
             "forget_passed": sum(v["outcome"] == "pass" for k, v in checks.items() if axes.get(k) == "forget"),
+            "forget_failed": sum(v["outcome"] in ("fail", "error") for k, v in checks.items()
+                                 if axes.get(k) == "forget"),
             "forget_checks": sum(axes.get(k) == "forget" for k in checks),
             "margin": sum(margins) / len(margins) if margins else None,
         })
-        rows[-1]["utility_lost"] = rows[-1]["utility_failed"] * 2 > rows[-1]["utility_checks"]
-    rows.sort(key=lambda r: (VERDICT_ORDER[r["verdict"]], r["utility_lost"], -r["forget_passed"], r["utility_failed"],
-                             -(r["margin"] if r["margin"] is not None else -2), r["checkpoint"]))
+        row = rows[-1]
+        row["collapsed"] = row["utility_failed"] * 2 > row["utility_checks"]
+        row["utility"] = "collapsed" if row["collapsed"] else "cost" if row["utility_failed"] else "kept"
+    rows.sort(key=lambda r: (VERDICT_ORDER[r["verdict"]], r["collapsed"], r["forget_failed"] - r["forget_passed"],
+                             r["utility_failed"], -(r["margin"] if r["margin"] is not None else -2), r["checkpoint"]))
     for rank, row in enumerate(rows, start=1):
         row["rank"] = rank
     return {"rule": RULE.format(n=len(shared)), "shared_checks": shared, "rows": rows, "unranked": unranked,

@@ -24,7 +24,7 @@ SPEC = on_zoo_family(
     loader="unlearnbench.suites.conceptguard.data:load",
     evaluator="unlearnbench.suites.conceptguard.metrics:evaluate",
     zoo_data="unlearnbench.suites.conceptguard.zoo:write",
-    version=3,
+    version=4,  # 4: set-level metrics keep their bootstrap replicates (paired decisions)
     options=tuple(DEFAULT_PARAMS),
     flags=(("--judge", "judge", "reference|hf:PATH|openai:URL",
             "ConceptGuard judge (default: reference, an offline embedding proxy)"),),
