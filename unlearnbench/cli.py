@@ -62,6 +62,43 @@ def _zoo_measure(paths: dict) -> int:
     return 0
 
 
+def _preflight(args: argparse.Namespace) -> int:
+    """Each check's power from the reference models alone: no candidate loads."""
+    from unlearnbench.evidence import DecisionRule
+    from unlearnbench.models.checkpoint import CheckpointSpec, split_name
+    from unlearnbench.session import Bench, BenchOptions
+    from unlearnbench.suites import SUITES
+    from unlearnbench.thresholds import power_line
+
+    suites = args.suite or [s for s in SUITES if (args.thresholds_dir / f"{s}.yaml").is_file()]
+    unknown = [s for s in suites if s not in SUITES]
+    if unknown:
+        raise UnlearnbenchError(f"unknown suite {unknown[0]!r} (known: {', '.join(SUITES)})")
+    data_dirs = {}
+    for entry in args.data_dir:
+        suite, directory = split_name(entry)
+        data_dirs[suite or "*"] = directory
+    options = BenchOptions(
+        models=[], data_dirs=data_dirs, device=args.device, seed=args.seed, rule=DecisionRule(alpha=args.alpha),
+        full=CheckpointSpec.parse(args.full_model) if args.full_model else None,
+        retain=CheckpointSpec.parse(args.retain_model) if args.retain_model else None,
+        **({"cache_dir": args.cache_dir} if args.cache_dir else {}))
+    bench = Bench(options)
+    bench.validate_checkpoints()
+    bench.prepare_suites(suites, {s: args.thresholds_dir / f"{s}.yaml" for s in suites}, build_zoo=False)
+    weak = 0
+    for suite in suites:
+        for power in bench.power(suite):
+            weak += power["underpowered"]
+            if power["underpowered"]:
+                print(power_line(power))
+            else:
+                print(f"ok: {suite}.{power['check']} can tell differences >= {power['mde']:.2g} with "
+                      f"n={power['n']} items; its margin is {power['margin']:.2g}")
+    print(f"{weak} underpowered check(s) at alpha {args.alpha:g} (see docs/verdicts.md)")
+    return 0
+
+
 def _inspect(args: argparse.Namespace) -> int:
     from unlearnbench.models.checkpoint import CheckpointSpec, fingerprint, resolve
 
@@ -201,6 +238,26 @@ def build_parser() -> argparse.ArgumentParser:
     path = zoo_sub.add_parser("path", help="the checkpoint directory of a recipe")
     path.add_argument("name", help="a recipe name (see `unlearnbench zoo list`)")
     zoo.set_defaults(run=_zoo)
+
+    preflight = sub.add_parser(
+        "preflight", help="which checks the data can decide at their margins, from the reference models alone",
+        description="unlearnbench preflight [--suite S ...] [--data-dir [SUITE=]DIR ...] --full-model F "
+                    "--retain-model R: evaluates the reference models (cached, as a run does) and prints each "
+                    "check's smallest detectable difference at its n against its margin; without models, the "
+                    "fixture zoo's references")
+    preflight.add_argument("--suite", action="append", default=[], metavar="SUITE",
+                           help="a suite to check (repeatable; default: every suite with a thresholds file)")
+    preflight.add_argument("--data-dir", action="append", default=[], metavar="[SUITE=]DIR",
+                           help="data for every suite, or for one suite, as in a pytest run (repeatable)")
+    preflight.add_argument("--full-model", metavar="[NAME=]PATH")
+    preflight.add_argument("--retain-model", metavar="[NAME=]PATH")
+    preflight.add_argument("--thresholds-dir", type=Path, default=Path("thresholds"),
+                           help="the folder of the suites' gates (default: ./thresholds)")
+    preflight.add_argument("--alpha", type=float, default=0.05, help="as the run's --alpha (default 0.05)")
+    preflight.add_argument("--device", default="auto")
+    preflight.add_argument("--seed", type=int, default=0)
+    preflight.add_argument("--cache-dir", type=Path, default=None)
+    preflight.set_defaults(run=_preflight)
 
     inspect = sub.add_parser("inspect", help="validate a checkpoint and print its fingerprint")
     inspect.add_argument("checkpoint", help="[NAME=]PATH: HF directory, .gguf file or Hub id")

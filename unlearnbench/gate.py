@@ -62,6 +62,9 @@ class Gate:
                                  for k, m in run.metrics.items()}
             record["data"] = run.data
             record["timings"] = {"evaluate_s": round(run.seconds, 3), "from_cache": run.cached}
+        if run is not None and self.suite not in self.state.sent_preflights:  # once per suite
+            self.state.sent_preflights.add(self.suite)
+            record["preflight"] = bench.powers.get(self.suite, [])
         if verdict.relative_to and verdict.outcome not in ("skip", "error"):
             reference = bench.reference_run(verdict.relative_to, self.suite)
             record["references"] = {verdict.relative_to: reference.checkpoint}

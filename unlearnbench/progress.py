@@ -47,6 +47,21 @@ def _stream() -> TextIO | None:
     return _terminal or sys.__stderr__
 
 
+def note(text: str) -> None:
+    """One line that is not a step (the power preflight's warnings)."""
+    global _broken_at
+    stream = _stream() if _enabled else None
+    if stream is None:
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    width = _line_width() if worker is None else 0
+    if width and width != _broken_at:
+        stream.write("\n")
+        _broken_at = width
+    stream.write(f"[unlearnbench{' ' + worker if worker else ''}] {text}\n")
+    stream.flush()
+
+
 @contextlib.contextmanager
 def step(what: str) -> Iterator[None]:
     global _broken_at

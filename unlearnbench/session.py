@@ -22,7 +22,7 @@ from unlearnbench.metrics.core import Deferred, MetricResult, References, Unavai
 from unlearnbench.models.checkpoint import CheckpointSpec, judge_source
 from unlearnbench.openai_api import EndpointError
 from unlearnbench.suites import SUITES, resolve, sweep_checkpoints, zoo_checkpoints
-from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds
+from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds, power_line
 
 REFERENCE_ROLES = ("full", "retain")
 
@@ -75,6 +75,7 @@ class Bench:
         self._refused: dict[tuple[str, str], CheckpointError] = {}  # (checkpoint, suite) found unfit before loading
         self._fingerprints: dict[str, str] = {}  # checkpoint path -> fingerprint
         self._started: dict[str, float] = {}  # checkpoint name -> time.monotonic() of its first evaluation
+        self.powers: dict[str, list[dict]] = {}  # suite -> its checks' power (Check.power), once per suite
 
     # ------------------------------------------------------------ validation
     def validate_checkpoints(self) -> None:
@@ -406,8 +407,9 @@ class Bench:
             )
         if check.relative_to and check.or_bound is None and self.reference_spec(check.relative_to, suite) is None:
             return check.judge({}, None, rule=self.options.rule), None  # skipped, naming the missing option
-        # The references first: their runs (and the preflight) come before the candidate's.
+        # The references first: their runs, and the preflight they allow, come before the candidate's.
         reference, others = self._judge_inputs(check, suite)
+        self.power(suite)
         run = self.run(spec, suite)
         rule = self.options.rule
         with seeded(self.options.seed):  # the decision's bootstrap resamples are the metrics' own
@@ -426,6 +428,26 @@ class Bench:
                 verdict = check.judge(run.metrics, reference, others=others, rule=rule,
                                       p_adjusted=adjusted[check.name])
         return verdict, run
+
+    def power(self, suite: str) -> list[dict]:
+        """Each check's power from the suite's reference models (Check.power),
+        computed once, its underpowered checks printed as they are found."""
+        if suite not in self.powers:
+            roles = {role for check in self.gates[suite].values() for role in check.reference_roles}
+            references = {}
+            for role in sorted(roles):
+                try:
+                    run = self.reference_run(role, suite)
+                except UnlearnbenchError:  # a broken reference fails the checks relative to it, with its reason
+                    run = None
+                references[role] = run.metrics if run else None
+            with seeded(self.options.seed):
+                found = [p for check in self.gates[suite].values() if (p := check.power(references, self.options.rule))]
+            self.powers[suite] = found
+            for power in found:
+                if power["underpowered"]:
+                    progress.note(power_line(power))
+        return self.powers[suite]
 
     def _judge_inputs(self, check: Check, suite: str) -> tuple:
         """(reference metrics, other reference models' metrics) a check's judgement reads."""

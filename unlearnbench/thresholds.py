@@ -49,7 +49,7 @@ from typing import Mapping
 import yaml
 
 from unlearnbench.errors import ThresholdsError
-from unlearnbench.evidence import DEFAULT_ALPHA, DecisionRule, difference_estimate, value_estimate
+from unlearnbench.evidence import DEFAULT_ALPHA, DecisionRule, difference_estimate, items_needed, value_estimate
 from unlearnbench.metrics.core import MetricResult, Unavailable
 
 DIRECTIONS = ("at_least", "at_most")
@@ -271,6 +271,40 @@ class Check:
         return Verdict(outcome="fail" if rule.strict else "inconclusive", reason=reason,
                        **judged | {"lean": lean, "n_needed": needed})
 
+    def power(self, references: Mapping[str, Mapping[str, MetricResult | Unavailable] | None],
+              rule: DecisionRule = DecisionRule()) -> dict | None:
+        """The preflight of this check from the reference models' results alone
+        (docs/verdicts.md): the smallest difference its n can tell (the
+        half-width of the reference's own interval at the rule's level), the
+        margin a candidate as good as the reference would have (its distance
+        to the bound: a relative check's `margin`, or the or_bound where that
+        is looser; for an absolute check, the retain model's distance, else the
+        full model's), and about how many items would tell that margin. None
+        where there is nothing to say: no reference result, no interval (or
+        one of zero width), or a reference on the wrong side of the bound."""
+        role = self.relative_to or next((r for r in ("retain", "full") if references.get(r)), None)
+        result = (references.get(role) or {}).get(self.metric) if role else None
+        if not self.enabled or not isinstance(result, MetricResult) or not _finite(result):
+            return None
+        interval = value_estimate(result).interval(rule.alpha)
+        if interval is None:
+            return None
+        mde = (interval[1] - interval[0]) / 2
+        if mde == 0:  # a value the reference has by construction (its own privacy leakage: 0)
+            return None
+        if self.relative_to:
+            bound = result.value - self.margin if self.direction == "at_least" else result.value + self.margin
+            if self.or_bound is not None:  # the looser of the two is the bound
+                bound = min(bound, self.or_bound) if self.direction == "at_least" else max(bound, self.or_bound)
+        else:
+            bound = self.bound
+        margin = result.value - bound if self.direction == "at_least" else bound - result.value
+        if margin < 0:
+            return None  # the reference itself fails it: a margin of nothing
+        return {"suite": self.suite, "check": self.name, "metric": self.metric, "reference": role, "n": result.n,
+                "mde": mde, "margin": margin, "n_needed": items_needed(result.n, mde, margin) if mde > margin else None,
+                "underpowered": mde > margin}
+
     def _why_inconclusive(self, bound: float, reference, others, rule: DecisionRule) -> str | None:
         """Why this bound cannot separate good from bad checkpoints, or None."""
         if self.scale is not None:
@@ -304,6 +338,14 @@ class Check:
                         f"[{interval[0]:.4g}, {interval[1]:.4g}, {gap.method}], contains 0, so the data cannot show "
                         f"forgetting")
         return None
+
+
+def power_line(power: dict) -> str:
+    """'underpowered: dusk.verbatim_forgotten can tell differences >= 0.11 with n=19 items; its margin is 0.05;
+    ~90 items would'."""
+    needed = f"~{power['n_needed']} items would" if power["n_needed"] else "no number of items would (margin 0)"
+    return (f"underpowered: {power['suite']}.{power['check']} can tell differences >= {power['mde']:.2g} with "
+            f"n={power['n']} items; its margin is {power['margin']:.2g}; {needed}")
 
 
 def _finite(result: MetricResult) -> bool:

@@ -13,7 +13,8 @@ Schema `unlearnbench.report` version 3 (version 2 had `run.strict_ci` instead of
           decision: {rule, alpha, correction, strict_ci, text}   (how verdicts were decided: docs/verdicts.md),
           anchors: {NAME: full | retain}   (the checkpoints that are the run's reference models),
           thresholds_files: {SUITE: path}, cache: {hits, misses, corrupt}, exit_status,
-          reference_code: {SUITE: owner/repo@commit}   (suites run under convention=reference)},
+          reference_code: {SUITE: owner/repo@commit}   (suites run under convention=reference),
+          preflight: {SUITE.CHECK: {n, mde, margin, n_needed, underpowered, reference}}   (Check.power)},
      environment: {unlearnbench, torch, transformers, python, platform, machine, cpu_count, memory_gb},
      references: {full: checkpoint-info | null, retain: ...},
      checkpoints: {NAME: {info: checkpoint-info,
@@ -110,6 +111,8 @@ def add_record(report: dict, record: dict) -> None:
         report["run"].setdefault("thresholds_files", {})[record["suite"]] = record["thresholds_file"]
     if record.get("data", {}).get("reference_code"):
         report["run"].setdefault("reference_code", {})[record["suite"]] = record["data"]["reference_code"]
+    for power in record.get("preflight") or []:
+        report["run"].setdefault("preflight", {})[f"{power['suite']}.{power['check']}"] = power
     suite["metrics"].update(record.get("metrics", {}))
     suite["timings"].update(record.get("timings", {}))
     if "verdict" in record:

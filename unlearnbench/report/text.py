@@ -148,9 +148,12 @@ def evidence_line(report: dict) -> str:
     judged = sum(counts.values())
     decision = report["run"].get("decision") or {}
     rule = f"Rule: {decision['text']}. " if decision.get("text") else ""
+    weak = sorted(k for k, p in (report["run"].get("preflight") or {}).items() if p.get("underpowered"))
+    preflight = (f" Preflight: {len(weak)} checks cannot tell their margin at their n ({', '.join(weak[:4])}"
+                 f"{', ...' if len(weak) > 4 else ''}; run.preflight in report.json)." if weak else "")
     return (f"{rule}{counts['pass'] + counts['fail']} of {judged} verdicts decided ({counts['pass']} pass, "
             f"{counts['fail']} fail); {counts['underpowered']} underpowered (each names the items that would decide "
-            f"it), {counts['inconclusive']} inconclusive for another reason.")
+            f"it), {counts['inconclusive']} inconclusive for another reason.{preflight}")
 
 
 def verdict_lines(report: dict) -> list[str]:
