@@ -64,7 +64,7 @@ def _zoo_measure(paths: dict) -> int:
 
 def _preflight(args: argparse.Namespace) -> int:
     """Each check's power from the reference models alone: no candidate loads."""
-    from unlearnbench.evidence import DecisionRule
+    from unlearnbench.rule import DecisionRule
     from unlearnbench.models.checkpoint import CheckpointSpec, split_name
     from unlearnbench.session import Bench, BenchOptions
     from unlearnbench.suites import SUITES

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from unlearnbench import progress
-from unlearnbench.evidence import CORRECTIONS
 from unlearnbench.collect import MARKER, check_items, checkpoint_spec_of, suite_of, thresholds_file
 from unlearnbench.gate import Gate
+from unlearnbench.rule import CORRECTIONS
 from unlearnbench.run_state import INTERRUPT_FILE_KEY, STATE, RunState, check_report_dir
 
 progress.keep_terminal()  # before pytest's output capture starts: progress lines stay visible

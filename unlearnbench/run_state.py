@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from unlearnbench.collect import MARKER, checkpoint_spec_of, is_suite_module
-from unlearnbench.evidence import DecisionRule
+from unlearnbench.rule import DecisionRule
 
 RECORD_KEY = "unlearnbench"  # the user_properties key that carries a test's record
 STATE = pytest.StashKey["RunState"]()

@@ -16,11 +16,12 @@ from unlearnbench import cancel, progress
 from unlearnbench.backends import LoadSettings, backend_for
 from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache, SuiteMemo, cache_key
 from unlearnbench.cancel import Cancelled
-from unlearnbench.evidence import DecisionRule, holm_adjusted
 from unlearnbench.errors import CheckpointError, MissingCapability, NonFiniteOutputError, UnlearnbenchError
+from unlearnbench.evidence import holm_adjusted
 from unlearnbench.metrics.core import Deferred, MetricResult, References, Unavailable, metric_from_dict, seeded
 from unlearnbench.models.checkpoint import CheckpointSpec, judge_source
 from unlearnbench.openai_api import EndpointError
+from unlearnbench.rule import DecisionRule
 from unlearnbench.suites import SUITES, resolve, sweep_checkpoints, zoo_checkpoints
 from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds, power_line
 

@@ -49,8 +49,9 @@ from typing import Mapping
 import yaml
 
 from unlearnbench.errors import ThresholdsError
-from unlearnbench.evidence import DEFAULT_ALPHA, DecisionRule, difference_estimate, items_needed, value_estimate
+from unlearnbench.evidence import difference_estimate, items_needed, value_estimate
 from unlearnbench.metrics.core import MetricResult, Unavailable
+from unlearnbench.rule import DEFAULT_ALPHA, DecisionRule
 
 DIRECTIONS = ("at_least", "at_most")
 REFERENCES = ("full", "retain")

@@ -72,7 +72,10 @@ def gate_project(tmp_path_factory, zoo_family, cache_dir, warm_python):
     for folder in ("suites", "thresholds"):
         shutil.copytree(ROOT / folder, project / folder)
     (project / ".venv").symlink_to(Path(sys.prefix))
-    data = ["--data-dir", f"dusk={zoo.data_dir(cache_dir)}"]
+    # The team's gate, sized to its data: the zoo's 32 shared-knowledge questions can tell a
+    # difference of 0.11 from the retain model (`unlearnbench preflight`), not the default margin of 0.05.
+    (project / "gate.yaml").write_text("dusk:\n  shared_knowledge_kept: {margin: 0.15}\n")
+    data = ["--data-dir", f"dusk={zoo.data_dir(cache_dir)}", "--thresholds", str(project / "gate.yaml")]
     released = project / "released-reports"
     warm_python.run(["-m", "pytest", SUITES, "--model", f"released={zoo_family['retain']}",
                      "--full-model", str(zoo_family["full"]), "--retain-model", str(zoo_family["retain"]), *data,

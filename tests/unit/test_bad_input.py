@@ -14,7 +14,7 @@ import pytest
 
 from conftest import nan_checkpoint
 from unlearnbench.errors import CheckpointError, UnlearnbenchError
-from unlearnbench.evidence import DecisionRule
+from unlearnbench.rule import DecisionRule
 from unlearnbench.metrics.core import MetricResult
 from unlearnbench.thresholds import Check
 

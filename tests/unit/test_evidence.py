@@ -10,13 +10,13 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint, proportions_ztest
 
 from unlearnbench.evidence import (
-    DecisionRule,
     Estimate,
     difference_estimate,
     holm_adjusted,
     newcombe_paired,
     value_estimate,
 )
+from unlearnbench.rule import DecisionRule
 from unlearnbench.metrics.core import BOOTSTRAP_RESAMPLES, MetricResult, mean_result, replicated, seeded
 from unlearnbench.thresholds import Check
 

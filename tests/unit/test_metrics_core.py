@@ -125,7 +125,7 @@ def test_a_share_of_0_1_items_gets_the_wilson_interval_worked_out_by_hand():
 def test_six_of_six_is_underpowered_at_095_and_seventy_three_of_seventy_three_passes(tmp_path):
     # n of n clears 0.95 once its Wilson lower bound n / (n + z^2) >= 0.95: n >= 73
     # (60 of 60 reaches only 0.9398, so it cannot pass a two-sided 95% interval rule).
-    from unlearnbench.evidence import DecisionRule
+    from unlearnbench.rule import DecisionRule
     from unlearnbench.thresholds import load_suite_thresholds
 
     path = tmp_path / "demo.yaml"

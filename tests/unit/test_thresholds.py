@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from unlearnbench.errors import ThresholdsError
-from unlearnbench.evidence import DecisionRule
+from unlearnbench.rule import DecisionRule
 from unlearnbench.metrics.core import MetricResult
 from unlearnbench.thresholds import apply_overrides, load_suite_thresholds
 
