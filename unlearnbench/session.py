@@ -18,7 +18,15 @@ from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache, SuiteMemo, cache_ke
 from unlearnbench.cancel import Cancelled
 from unlearnbench.errors import CheckpointError, MissingCapability, NonFiniteOutputError, UnlearnbenchError
 from unlearnbench.evidence import holm_adjusted
-from unlearnbench.metrics.core import Deferred, MetricResult, References, Unavailable, metric_from_dict, seeded
+from unlearnbench.metrics.core import (
+    BOOTSTRAP_RESAMPLES,
+    Deferred,
+    MetricResult,
+    References,
+    Unavailable,
+    metric_from_dict,
+    seeded,
+)
 from unlearnbench.models.checkpoint import CheckpointSpec, judge_source
 from unlearnbench.openai_api import EndpointError
 from unlearnbench.rule import DecisionRule
@@ -277,7 +285,8 @@ class Bench:
         """Cache key of a suite's results on a checkpoint: its weights, the data
         (with the suite's parameters), the suite's code version, the run's
         reference models (relative metrics and UDS depend on them), dtype,
-        device kind and seed. Known before any model loads."""
+        device kind, seed and the bootstrap's resample count. Known before any
+        model loads."""
         from unlearnbench.models.device import device_map_kind, resolve_device
 
         references = {role: self.fingerprint_of(ref) for role in REFERENCE_ROLES
@@ -290,7 +299,8 @@ class Bench:
             "params": {"dtype": self.options.dtype,
                        "device": resolve_device(self.options.device).type if self.options.device_map is None
                        else device_map_kind(self.options.device_map),
-                       "seed": self.options.seed, "references": references},
+                       "seed": self.options.seed, "references": references,
+                       "bootstrap_resamples": BOOTSTRAP_RESAMPLES},
         }
 
     def _cached_run(self, spec: CheckpointSpec, suite: str) -> SuiteRun:

@@ -216,3 +216,45 @@ def test_zoo_ranking_puts_the_collapsed_ga_below_simnpo_and_ranks_no_reference(z
     assert report["assessment"]["retain_fails"]
     for name, verdict in report["assessment"]["verdicts"].items():
         assert set(verdict["retain_fails_too"]) <= set(report["assessment"]["retain_fails"])
+
+
+def test_the_zoo_run_decides_only_what_its_intervals_show_and_another_seed_changes_no_verdict(
+        zoo_report, cache_dir, warm_python, tmp_path):
+    """Issue 43's done-when on the README's main job: no pass or fail whose
+    decision interval contains its bound; every judged row names what decided
+    it; the preflight is in the report; `--seed 1` gives every check the same
+    outcome and the ranking the same order."""
+    report = json.loads(zoo_report.with_name("report.json").read_text())
+    assert report["run"]["decision"] | {"text": ""} == {"rule": "interval", "alpha": 0.05, "correction": "none",
+                                                       "strict_ci": False, "text": ""}
+    judged = [v for cp in report["checkpoints"].values() for result in cp["suites"].values()
+              for v in result["checks"].values() if v["outcome"] in ("pass", "fail", "inconclusive")
+              and v.get("bound") is not None]
+    assert judged
+    for v in judged:
+        assert {"difference", "difference_ci_low", "difference_ci_high", "reference_value", "reference_ci_low",
+                "reference_ci_high", "interval", "mde", "n_needed", "decided_by"} <= set(v), v["check"]
+        if v["outcome"] in ("pass", "fail") and v["decided_by"] == "interval":
+            threshold = v["bound"] - v["reference_value"] if v["difference"] is not None else v["bound"]
+            low, high = v["decision_ci"]
+            assert not low < threshold < high, (v["check"], v["decision_ci"], threshold)
+        if v.get("lean"):
+            assert v["outcome"] == "inconclusive" and v["decided_by"] is None
+    assert sum(bool(v.get("lean")) for v in judged) < len(judged) / 3  # most checks are decided
+    preflight = report["run"]["preflight"]
+    assert preflight["dusk.verbatim_forgotten"]["underpowered"] and preflight["dusk.verbatim_forgotten"]["n"] == 19
+
+    other = tmp_path / "reports"
+    project = zoo_report.parents[2]
+    result = warm_python.run(["-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", "--no-progress", "--seed", "1",
+                              "--cache-dir", str(cache_dir), "--report-dir", str(other)], cwd=project, timeout=900)
+    assert result.returncode == 1, result.stdout[-3000:]
+    seeded = json.loads((other / "latest" / "report.json").read_text())
+
+    def outcomes(r: dict) -> dict:
+        return {(name, suite, check): v["outcome"] for name, cp in r["checkpoints"].items()
+                for suite, res in cp["suites"].items() for check, v in res["checks"].items()}
+
+    assert outcomes(seeded) == outcomes(report)
+    order = [[row["checkpoint"] for row in r["assessment"]["ranking"]["rows"]] for r in (report, seeded)]
+    assert order[0] == order[1]

@@ -194,6 +194,35 @@ def test_bad_device_and_batch_size_are_usage_errors(project, cache_dir, smoke_lm
     result.stderr.fnmatch_lines(["ERROR: --batch-size must be 'auto' or a positive integer, not '0'"])
 
 
+@pytest.mark.parametrize("args, message", [
+    (("--alpha", "0"), "argument --alpha: expected a level strictly between 0 and 1 (0.05: 95% intervals), not '0'"),
+    (("--alpha", "1.5"), "argument --alpha: expected a level strictly between 0 and 1 (0.05: 95% intervals), "
+                         "not '1.5'"),
+    (("--correction", "bogus"), "argument --correction: invalid choice: 'bogus' (choose from *none*holm*)"),
+    (("--point-estimate", "--strict-ci"), "ERROR: --point-estimate decides on values alone and --strict-ci on "
+                                          "intervals: give one of them"),
+])
+def test_a_bad_decision_rule_is_one_line_at_parse_time(project, cache_dir, smoke_lm_dir, args, message):
+    result, report = run_suite(project, cache_dir, "--model", str(smoke_lm_dir), *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and report is None
+    result.stderr.fnmatch_lines([f"*{message}"])
+    assert "Traceback" not in result.stderr.str() and "loading" not in result.stderr.str()
+
+
+def test_alpha_and_holm_are_what_the_report_says_decided(project, cache_dir, smoke_lm_dir):
+    result, report = run_suite(project, cache_dir, "--model", f"lm={smoke_lm_dir}", "--alpha", "0.1",
+                               "--correction", "holm")
+    assert report["run"]["decision"]["alpha"] == 0.1 and report["run"]["decision"]["correction"] == "holm"
+    assert "Holm-Bonferroni" in report["run"]["decision"]["text"]
+    checks = report["checkpoints"]["lm"]["suites"]["smoke"]["checks"]
+    tested = [v for v in checks.values() if v.get("p_value") is not None and v["outcome"] != "skip"]
+    assert tested and all(v["p_adjusted"] is not None and v["p_adjusted"] >= v["p_value"] for v in tested)
+    assert all(v["alpha"] == 0.1 and v["correction"] == "holm" for v in checks.values())
+    point, point_report = run_suite(project, cache_dir, "--model", f"lm={smoke_lm_dir}", "--point-estimate")
+    assert {v["decided_by"] for v in point_report["checkpoints"]["lm"]["suites"]["smoke"]["checks"].values()
+            if v["outcome"] in ("pass", "fail")} == {"point-estimate"}
+
+
 def test_a_check_added_to_the_yaml_is_a_test_without_writing_one(project, cache_dir, smoke_lm_dir):
     """Issue 15: the plugin makes one test per YAML check; a check added to
     the YAML is judged, not silently ignored for want of a test function."""

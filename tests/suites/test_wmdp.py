@@ -252,6 +252,21 @@ def test_the_zoo_gate_passes_retain_and_fails_full_on_forgetting_and_ga_on_utili
     assert metrics["wmdp"].value > 0.9 and gate.metrics("retain")["wmdp"].value < 0.3
 
 
+def test_a_wmdp_run_on_the_zoo_never_ranks_idknll_first(zoo_family, cache_dir, warm_python, tmp_path):
+    """Issue 43: idknll forgot nothing (its three forget checks are decided failures) and kept MMLU;
+    ranked on point estimates it came first. Ranked on what was decided, a model that showed some
+    forgetting, or whose checks are still open, ranks above it."""
+    root = Path(__file__).resolve().parents[2]
+    result = warm_python.run(["-m", "pytest", "suites/wmdp", "-q", "-p", "no:cacheprovider", "--no-progress",
+                              "--cache-dir", str(cache_dir), "--report-dir", str(tmp_path)], cwd=root, timeout=900)
+    assert result.returncode == 1, result.stdout[-3000:]
+    board = json.loads((tmp_path / "latest" / "report.json").read_text())["assessment"]["ranking"]
+    rows = {r["checkpoint"]: r for r in board["rows"]}
+    assert board["rows"][0]["checkpoint"] != "idknll"
+    assert (rows["idknll"]["forget_passed"], rows["idknll"]["forget_failed"]) == (0, 3)
+    assert rows["ga"]["utility"] == "collapsed"
+
+
 def test_hf_cais_wmdp_resolves_through_the_local_hf_cache_offline(tmp_path, monkeypatch):
     """`wmdp=hf:cais/wmdp` reads the Hub's parquet layout from the local HF cache, with the hub unreachable."""
     pq = pytest.importorskip("pyarrow.parquet")
