@@ -195,7 +195,7 @@ def _verdict_table(report: dict, a: dict) -> str:
         rows.append(f'<tr><td>{rank}</td><th><a href="#cp-{_slug(name)}">{_e(name)}</a>{_badge(v["role"])}</th>'
                     f"<td>{_pill(v['verdict'])}</td>{''.join(cells)}{note}<td>{first}</td></tr>")
     return (f'<div class="scroll"><table id="verdicts"><thead><tr><th>rank</th><th>checkpoint</th><th>verdict</th>'
-            f"{head}<th>utility failed</th><th>forget passed/failed</th><th>first failing checks</th></tr></thead>"
+            f"{head}<th>utility failed</th><th>forget (decided)</th><th>first failing checks</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody>"
             f'</table></div><p class="rule" id="ranking-rule">{_e(board["rule"])} Suite cells: checks passed / '
             "judged.</p>")

@@ -103,14 +103,14 @@ def utility_text(row: dict) -> str:
 
 
 def forget_text(row: dict) -> str:
-    """'6/5 of 18': forget checks decided passed / decided failed, of those run."""
-    return f"{row['forget_passed']}/{row['forget_failed']} of {row['forget_checks']}"
+    """'6 passed, 5 failed': forget checks decided passed and decided failed."""
+    return f"{row['forget_passed']} passed, {row['forget_failed']} failed"
 
 
 def ranking_lines(report: dict) -> list[str]:
     board = report["assessment"]["ranking"]
     verdicts = report["assessment"]["verdicts"]
-    rows = [("rank", "checkpoint", "verdict", "utility failed", "forget passed/failed", "passed", "margin")]
+    rows = [("rank", "checkpoint", "verdict", "utility failed", "forget (decided)", "passed", "margin")]
     for r in board["rows"]:
         rows.append((str(r["rank"]), r["checkpoint"], r["verdict"].upper(), utility_text(r), forget_text(r),
                      f"{r['passed']}/{len(board['shared_checks'])}", "" if r["margin"] is None else f"{r['margin']:+.3f}"))
@@ -189,7 +189,7 @@ def markdown(report: dict, *, failing_per_checkpoint: int = 10) -> str:
         out.append(f"| {_md_cell(name)}{badge} | **{v['verdict'].upper()}** | {_md_cell(suite_counts(v))} |")
     out += ["", "### Ranking", "", _md_cell(board["rule"]), ""]
     if board["rows"]:
-        out += ["| rank | checkpoint | verdict | utility failed | forget passed/failed | passed |",
+        out += ["| rank | checkpoint | verdict | utility failed | forget (decided) | passed |",
                 "|---|---|---|---|---|---|"]
         out += [f"| {r['rank']} | {_md_cell(r['checkpoint'])} | {r['verdict'].upper()} | {utility_text(r)} | "
                 f"{forget_text(r)} | {r['passed']}/{len(board['shared_checks'])} |" for r in board["rows"]]
