@@ -253,7 +253,7 @@ class Check:
                            **judged | {"decided_by": "point-estimate"})
         low, high = interval
         passes = good(low) and good(high)
-        fails = not good(low) and not good(high) and threshold not in (low, high)
+        fails = not good(low) and not good(high)
         if p_adjusted is not None:  # Holm: decided only where the adjusted p-value allows it
             holm_ok = p_adjusted <= rule.alpha
             why = f"Holm-adjusted p = {p_adjusted:.3g} {'<=' if holm_ok else '>'} alpha {rule.alpha:g}"

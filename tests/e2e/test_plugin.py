@@ -186,6 +186,22 @@ def test_cli_zoo_inspect_and_errors(cache_dir, smoke_lm_dir, capsys):
     assert main(["thresholds", str(ROOT / "thresholds" / "smoke.yaml")]) == 0
 
 
+def test_cli_preflight_prints_each_checks_power_from_the_references_alone(zoo_family, cache_dir, capsys):
+    from unlearnbench.cli import main
+
+    assert main(["preflight", "--cache-dir", str(cache_dir), "--suite", "dusk", "--suite", "wmdp",
+                 "--thresholds-dir", str(ROOT / "thresholds"), "--device", "cpu"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # 19 verbatim passages: the retain model's own 95% interval is +-0.11, over the margin of 0.05.
+    verbatim = next(line for line in lines if "dusk.verbatim_forgotten" in line)
+    assert verbatim.startswith("underpowered: dusk.verbatim_forgotten can tell differences >= 0.1")
+    assert "n=19 items; its margin is 0.05; ~" in verbatim
+    # WMDP's forget checks are held to the looser absolute bound 0.3: 24 questions can tell that.
+    assert any(line.startswith("ok: wmdp.bio_forgotten") and "its margin is 0.3" in line for line in lines)
+    assert lines[-1].endswith("underpowered check(s) at alpha 0.05 (see docs/verdicts.md)")
+    assert main(["preflight", "--suite", "nope"]) == 2
+
+
 def test_bad_device_and_batch_size_are_usage_errors(project, cache_dir, smoke_lm_dir):
     result, _ = run_suite(project, cache_dir, "--model", str(smoke_lm_dir), "--device", "gpu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

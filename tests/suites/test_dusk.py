@@ -16,6 +16,7 @@ from sklearn.metrics import roc_auc_score
 
 from unlearnbench.errors import DataError
 from unlearnbench.metrics import mia
+from unlearnbench.metrics.core import BOOTSTRAP_RESAMPLES
 from unlearnbench.metrics.text import Embedder, lcs_ratio, levenshtein_similarity, rouge
 from unlearnbench.suites.dusk import data as dusk_data
 
@@ -187,11 +188,12 @@ def test_privacy_leakage_with_a_retain_auc_of_zero_is_unavailable_not_a_crash():
     assert out["retain_deviation"].value == pytest.approx(abs(0.375 - 1.0) / 1.0 * 100)
 
     # Two holdout chunks, one below the forget chunk: a resample drops out
-    # when it draws the low one twice, P = 1/4 (binomial, 1000 draws: sd 14).
+    # when it draws the low one twice, P = 1/4 (binomial over the resamples: mean R/4, sd sqrt(R 3/16)).
     sometimes = scores([0.5], [0.1, 0.9], [0.3, 0.6])
     pl = dusk.membership_metrics(model, sometimes, {})["privacy_leakage"]
     dropped = pl.details["bootstrap_resamples_dropped"]
-    assert 180 < dropped < 320
+    expected, sd = BOOTSTRAP_RESAMPLES / 4, (BOOTSTRAP_RESAMPLES * 3 / 16) ** 0.5
+    assert expected - 5 * sd < dropped < expected + 5 * sd
 
 
 # ------------------------------------------------------------------ data
