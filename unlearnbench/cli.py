@@ -65,8 +65,8 @@ def _zoo_measure(paths: dict) -> int:
 def _preflight(args: argparse.Namespace) -> int:
     """Each check's power from the reference models alone: no candidate loads."""
     from unlearnbench.rule import DecisionRule
-    from unlearnbench.models.checkpoint import CheckpointSpec, split_name
-    from unlearnbench.session import Bench, BenchOptions
+    from unlearnbench.models.checkpoint import CheckpointSpec
+    from unlearnbench.session import Bench, BenchOptions, data_dirs_of
     from unlearnbench.suites import SUITES
     from unlearnbench.thresholds import power_line
 
@@ -74,12 +74,8 @@ def _preflight(args: argparse.Namespace) -> int:
     unknown = [s for s in suites if s not in SUITES]
     if unknown:
         raise UnlearnbenchError(f"unknown suite {unknown[0]!r} (known: {', '.join(SUITES)})")
-    data_dirs = {}
-    for entry in args.data_dir:
-        suite, directory = split_name(entry)
-        data_dirs[suite or "*"] = directory
     options = BenchOptions(
-        models=[], data_dirs=data_dirs, device=args.device, seed=args.seed, rule=DecisionRule(alpha=args.alpha),
+        models=[], data_dirs=data_dirs_of(args.data_dir), device=args.device, seed=args.seed, rule=DecisionRule(alpha=args.alpha),
         full=CheckpointSpec.parse(args.full_model) if args.full_model else None,
         retain=CheckpointSpec.parse(args.retain_model) if args.retain_model else None,
         **({"cache_dir": args.cache_dir} if args.cache_dir else {}))

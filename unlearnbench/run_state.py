@@ -96,8 +96,8 @@ class RunState:
         """BenchOptions from the command line (parsing only; raises UsageError)."""
         from unlearnbench.cache import DEFAULT_CACHE_DIR
         from unlearnbench.errors import UnlearnbenchError
-        from unlearnbench.models.checkpoint import CheckpointSpec, split_name
-        from unlearnbench.session import BenchOptions
+        from unlearnbench.models.checkpoint import CheckpointSpec
+        from unlearnbench.session import BenchOptions, data_dirs_of
         from unlearnbench.suites import SUITES
 
         opt = self.config.getoption
@@ -116,10 +116,6 @@ class RunState:
             if opt("device_map") is not None and isinstance(workers, int) and workers > 1:
                 raise UnlearnbenchError(f"--device-map spreads each checkpoint over every visible device: run it "
                                         f"with one process, not -n {workers}")
-            data_dirs = {}
-            for entry in opt("data_dir"):
-                suite, directory = split_name(entry)
-                data_dirs[suite or "*"] = directory
             suite_options: dict[str, dict[str, str]] = {}
             for entry in opt("suite_option"):
                 key, sep, value = entry.partition("=")
@@ -138,7 +134,7 @@ class RunState:
                 full=CheckpointSpec.parse(opt("full_model")) if opt("full_model") else None,
                 retain=CheckpointSpec.parse(opt("retain_model")) if opt("retain_model") else None,
                 thresholds_override=Path(opt("thresholds")) if opt("thresholds") else None,
-                data_dirs=data_dirs,
+                data_dirs=data_dirs_of(opt("data_dir")),
                 suite_options=suite_options,
                 device=opt("device"),
                 device_map=opt("device_map"),

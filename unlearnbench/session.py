@@ -27,7 +27,7 @@ from unlearnbench.metrics.core import (
     metric_from_dict,
     seeded,
 )
-from unlearnbench.models.checkpoint import CheckpointSpec, judge_source
+from unlearnbench.models.checkpoint import CheckpointSpec, judge_source, split_name
 from unlearnbench.openai_api import EndpointError
 from unlearnbench.rule import DecisionRule
 from unlearnbench.suites import SUITES, resolve, sweep_checkpoints, zoo_checkpoints
@@ -58,6 +58,15 @@ class BenchOptions:
     endpoint_timeout: float = 120.0  # seconds one endpoint request may wait for its reply
     checkpoint_deadline: float | None = None  # seconds one checkpoint's evaluation may take in all
     zoo_extra: tuple[str, ...] = ()  # --zoo-extra: more zoo recipes beside the family (meta-evaluation's seeds)
+
+
+def data_dirs_of(entries: list[str]) -> dict[str, str]:
+    """`--data-dir [SUITE=]DIR` entries as `BenchOptions.data_dirs` (no suite: "*", every suite)."""
+    out = {}
+    for entry in entries:
+        suite, directory = split_name(entry)
+        out[suite or "*"] = directory
+    return out
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 Runs are comparable only when they judged with the same gate and the same
 data: for every (suite, check) seen in two runs, metric, direction, reference
-role, margin, absolute bound and strict-CI mode must agree, and every suite's
+role, margin, absolute bound and decision rule (interval or point estimate,
+alpha, correction, strict-CI mode) must agree, and every suite's
 data fingerprint must be the same. Otherwise merging is refused, naming the
 difference, unless `force` (then the differences are recorded in the report).
 A checkpoint name may appear in one run only.
