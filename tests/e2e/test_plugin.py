@@ -293,6 +293,24 @@ def test_zoo_extra_adds_recipes_to_the_family_suites_only_and_bad_names_stop_the
     bad.stderr.fnmatch_lines(["*--zoo-extra retain-seed9: no zoo recipe of this name (known: *retain-seed1*"])
 
 
+def test_a_sharded_run_keeps_the_zoo_extra_recipes_each_in_one_shard(warm_pytester):
+    """Issue 44: `--shard i/N` split a run order that left out the --zoo-extra recipes, so no shard
+    evaluated them. The shards together collect exactly the unsharded run's tests, each in one shard."""
+    for suite in ("smoke", "uds"):
+        shutil.copytree(ROOT / "suites" / suite, warm_pytester.path / "suites" / suite)
+    shutil.copytree(ROOT / "thresholds", warm_pytester.path / "thresholds")
+    extra = ("--zoo-extra", "retain-seed1", "--zoo-extra", "retain-seed2")
+
+    def ids(*args: str) -> list[str]:
+        listed = warm_pytester.runpytest_subprocess("suites", "--collect-only", "-q", *extra, *args)
+        return [line for line in listed.outlines if "::" in line and "[" in line]  # one test per checkpoint
+
+    whole = ids()
+    assert any("[retain-seed1]" in i for i in whole) and any("[retain-seed2]" in i for i in whole)
+    shards = [ids("--shard", f"{k}/3") for k in range(3)]
+    assert sorted(i for shard in shards for i in shard) == sorted(whole)
+
+
 def test_yaml_checks_are_items_beside_hand_written_suite_tests(project, cache_dir, smoke_lm_dir):
     """Issue 27: a YAML check is a `CheckItem` collected from the module's
     `pytestmark` line (nothing is added to the module); a test the module
