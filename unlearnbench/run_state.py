@@ -70,18 +70,23 @@ class RunState:
         self.cache_secret: bytes | None = None  # from --cache-key-file, read at configure time
         self.interrupt_file: Path | None = None  # xdist controller: created by its Ctrl-C (pytest_configure_node)
         self.controller_handles_interrupts = False
+        self._user_checkpoints: list | None = None  # user_checkpoints(), once
 
     @property
     def is_worker(self) -> bool:
         return hasattr(self.config, "workerinput")
 
     def user_checkpoints(self) -> list:
-        from unlearnbench.models.checkpoint import CheckpointSpec, discover
+        """--model entries, then each --model-dir's discoveries: parsed and
+        walked once per process (collection asks once per suite module)."""
+        if self._user_checkpoints is None:
+            from unlearnbench.models.checkpoint import CheckpointSpec, discover
 
-        specs = [CheckpointSpec.parse(m) for m in self.config.getoption("model")]
-        for directory in self.config.getoption("model_dir"):
-            specs += discover(directory)
-        return specs
+            specs = [CheckpointSpec.parse(m) for m in self.config.getoption("model")]
+            for directory in self.config.getoption("model_dir"):
+                specs += discover(directory)
+            self._user_checkpoints = specs
+        return list(self._user_checkpoints)
 
     def checkpoints(self, suite: str) -> list:
         """--model entries, or the suite's default fixture-zoo checkpoints."""
@@ -260,9 +265,10 @@ class RunState:
         if config.getvalue("dist") != "loadgroup":
             return None
         from unlearnbench.scheduling import CheckpointScheduling
-        from unlearnbench.shard import run_order
+        from unlearnbench.suites import run_order
 
-        return CheckpointScheduling(config, log, run_order([s.name for s in self.user_checkpoints()]))
+        return CheckpointScheduling(config, log, run_order([s.name for s in self.user_checkpoints()],
+                                                           tuple(config.getoption("zoo_extra"))))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report, sched) -> None:

@@ -2,9 +2,10 @@
 tests), so any scheduler can run one shard per job (Slurm job arrays, CI
 matrices, Kubernetes indexed jobs) and `unlearnbench merge` joins the reports.
 
-Checkpoint k of the run's ordered list (the `--model` entries, then each
-`--model-dir`'s sorted discoveries; on the default zoo, the suites' zoo
-checkpoints in registry order) belongs to shard k mod N: every checkpoint is in
+Checkpoint k of the run's ordered list (`suites.run_order`: the `--model`
+entries, then each `--model-dir`'s sorted discoveries; on the default zoo,
+the suites' zoo checkpoints, --zoo-extra recipes included, in registry
+order) belongs to shard k mod N: every checkpoint is in
 exactly one shard, and shard sizes differ by at most one.
 """
 
@@ -51,11 +52,3 @@ class Shard:
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
 
-
-def run_order(user_names: Sequence[str]) -> list[str]:
-    """The run's ordered checkpoint names that shards split: the user's, else
-    every suite's zoo defaults in registry order (duplicates dropped)."""
-    from unlearnbench.suites import SUITES
-
-    names = list(user_names) or [n for spec in SUITES.values() for n in spec.default_checkpoints]
-    return list(dict.fromkeys(names))

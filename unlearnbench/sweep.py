@@ -44,7 +44,7 @@ def pytest_collection_finish(session) -> None:
     """Preflight plugin (`-p unlearnbench.sweep`): write the run's checkpoints,
     their tests and where reports go to the file named by $UNLEARNBENCH_SWEEP_PLAN."""
     from unlearnbench.collect import checkpoint_spec_of
-    from unlearnbench.shard import run_order
+    from unlearnbench.suites import run_order
 
     target = os.environ.get(PLAN_ENV)
     state = session.config.pluginmanager.get_plugin("unlearnbench-state")
@@ -57,7 +57,8 @@ def pytest_collection_finish(session) -> None:
             tests.setdefault(spec.name, []).append(item.nodeid)
     report_dir = session.config.getoption("report_dir")
     Path(target).write_text(json.dumps({
-        "order": run_order([s.name for s in state.user_checkpoints()]),
+        "order": run_order([s.name for s in state.user_checkpoints()],
+                           tuple(session.config.getoption("zoo_extra"))),
         "tests": tests,
         "report_base": str(Path(report_dir).resolve() if report_dir else session.config.rootpath / "reports"),
     }))

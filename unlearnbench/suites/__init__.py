@@ -122,21 +122,33 @@ def metric_set(names, *, scale: tuple[float, float] | None = None, utility=()) -
     return tuple(Metric(n, scale=scale, utility=n in utility) for n in names)
 
 
-def sweep_checkpoints(suite: str, models: list, shard=None, zoo_extra: tuple[str, ...] = ()) -> list:
-    """The checkpoints `suite` evaluates: the user's (`models`), else the
-    suite's zoo defaults, plus the `zoo_extra` recipes (--zoo-extra) where
-    those defaults are the unlearning family (they include `full`); with
-    `shard`, only that shard's (see shard.py: the split is over the whole
-    run's checkpoint list, the same for every suite)."""
+def zoo_defaults(suite: str, zoo_extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The zoo recipes `suite` evaluates when no --model is given: its
+    defaults, plus the `zoo_extra` recipes (--zoo-extra) where those defaults
+    are the unlearning family (they include `full`)."""
     defaults = SUITES[suite].default_checkpoints
     if "full" in defaults:
         defaults = (*defaults, *(name for name in zoo_extra if name not in defaults))
-    specs = list(models) or zoo_checkpoints(defaults)
+    return defaults
+
+
+def run_order(user_names, zoo_extra: tuple[str, ...] = ()) -> list[str]:
+    """The run's ordered checkpoint names, the list `--shard` splits and the
+    xdist scheduler and the Ray plan follow: the user's, else every suite's
+    zoo checkpoints (with the --zoo-extra recipes) in registry order,
+    duplicates dropped."""
+    names = list(user_names) or [n for suite in SUITES for n in zoo_defaults(suite, zoo_extra)]
+    return list(dict.fromkeys(names))
+
+
+def sweep_checkpoints(suite: str, models: list, shard=None, zoo_extra: tuple[str, ...] = ()) -> list:
+    """The checkpoints `suite` evaluates: the user's (`models`), else its zoo
+    defaults (`zoo_defaults`); with `shard`, only that shard's (the split is
+    over the whole run's order, `run_order`, the same for every suite)."""
+    specs = list(models) or zoo_checkpoints(zoo_defaults(suite, zoo_extra))
     if shard is None:
         return specs
-    from unlearnbench.shard import run_order
-
-    keep = set(shard.select(run_order([s.name for s in models])))
+    keep = set(shard.select(run_order([s.name for s in models], zoo_extra)))
     return [s for s in specs if s.name in keep]
 
 
