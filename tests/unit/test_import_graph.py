@@ -5,7 +5,9 @@
   it loads no torch, transformers or pytest;
 - a suite is its folder: nothing else in the package imports a suite's
   modules, except through the registry (`SUITES[name]`);
-- one bootstrap: only metrics/core.py resamples.
+- one bootstrap: only metrics/core.py resamples;
+- imports run one way: no two modules of the package import each other,
+  directly or through others, not even inside functions (issue 44).
 """
 
 from __future__ import annotations
@@ -101,3 +103,38 @@ def test_only_the_core_resamples():
         source = module.read_text()
         for own in ("resampling_rng", "default_rng", "np.percentile", ".integers("):
             assert own not in source, f"{module.relative_to(PACKAGE)} resamples on its own ({own})"
+
+
+def test_the_package_has_no_import_cycle():
+    """Tarjan's strongly connected components of the package's import graph
+    (function-level imports included): every component is one module."""
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {m: sorted(t for t in imports(p) if t in modules and t != m) for m, p in modules.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    assert cycles == []
