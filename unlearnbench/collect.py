@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 MARKER = "unlearnbench"
+# How a CheckItem runs: set by the plugin (plugin.py: a Gate over the run's
+# state), so that collection imports nothing of the layers above it.
+RUN_CHECK = pytest.StashKey[Callable[["CheckItem"], None]]()
 
 
 class CheckItem(pytest.Item):
@@ -26,14 +30,7 @@ class CheckItem(pytest.Item):
         self.originalname = f"test_{check}" if check else "test_no_regression"
 
     def runtest(self) -> None:
-        from unlearnbench.gate import Gate
-        from unlearnbench.run_state import STATE
-
-        gate = Gate(self.config.stash[STATE], self.suite, self.checkpoint, self)
-        if self.check is None:
-            gate.no_regression()
-        else:
-            gate.check(self.check)
+        self.config.stash[RUN_CHECK](self)
 
     def reportinfo(self):
         what = f"check '{self.check}'" if self.check else "no regression against --baseline"

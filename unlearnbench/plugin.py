@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from unlearnbench import progress
-from unlearnbench.collect import MARKER, check_items, checkpoint_spec_of, suite_of, thresholds_file
+from unlearnbench.collect import MARKER, RUN_CHECK, check_items, checkpoint_spec_of, suite_of, thresholds_file
 from unlearnbench.gate import Gate
 from unlearnbench.rule import CORRECTIONS
 from unlearnbench.run_state import INTERRUPT_FILE_KEY, STATE, RunState, check_report_dir
@@ -253,7 +253,17 @@ def _validate_inputs(config: pytest.Config) -> None:
 
         cancel.share_through(Path(config.workerinput[INTERRUPT_FILE_KEY]))
     config.stash[STATE] = state
+    config.stash[RUN_CHECK] = _run_check
     config.pluginmanager.register(state, "unlearnbench-state")
+
+
+def _run_check(item) -> None:
+    """A YAML check's test (collect.CheckItem): judged through the run's Gate."""
+    gate = Gate(item.config.stash[STATE], item.suite, item.checkpoint, item)
+    if item.check is None:
+        gate.no_regression()
+    else:
+        gate.check(item.check)
 
 
 def _check_rootdir(config: pytest.Config) -> None:
