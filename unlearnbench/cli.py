@@ -62,6 +62,34 @@ def _zoo_measure(paths: dict) -> int:
     return 0
 
 
+def _init(args: argparse.Namespace) -> int:
+    """Write suites' thin test files and default gates into a repository."""
+    from unlearnbench.suites import SUITES, default_file
+
+    suites = args.suite or list(SUITES)
+    unknown = [s for s in suites if s not in SUITES]
+    if unknown:
+        raise UnlearnbenchError(f"unknown suite {unknown[0]!r} (known: {', '.join(SUITES)})")
+    plan = []
+    for suite in suites:
+        for relative in (f"suites/{suite}/test_{suite}.py", f"thresholds/{suite}.yaml"):
+            source = default_file(suite, relative)
+            if source is None:
+                raise UnlearnbenchError(f"suite {suite} ships no default {relative} (its spec's `defaults` module "
+                                        f"{SUITES[suite].defaults} has none)")
+            plan.append((source, args.directory / relative))
+    for source, target in plan:
+        if target.exists() and not args.force:
+            print(f"kept {target} (it exists; --force overwrites it)")
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes())
+        print(f"wrote {target}")
+    print(f"no conftest.py is needed: the plugin loads through its pytest11 entry point. Next: cd {args.directory} "
+          f"&& pytest suites/{suites[0]} --model PATH (edit thresholds/*.yaml to change the gates)")
+    return 0
+
+
 def _preflight(args: argparse.Namespace) -> int:
     """Each check's power from the reference models alone: no candidate loads."""
     from unlearnbench.rule import DecisionRule
@@ -234,6 +262,16 @@ def build_parser() -> argparse.ArgumentParser:
     path = zoo_sub.add_parser("path", help="the checkpoint directory of a recipe")
     path.add_argument("name", help="a recipe name (see `unlearnbench zoo list`)")
     zoo.set_defaults(run=_zoo)
+
+    init = sub.add_parser(
+        "init", help="write the suites' test files and default gates into a repository of your own",
+        description="unlearnbench init [DIR] [--suite NAME ...] [--force]: writes suites/<name>/test_<name>.py and "
+                    "thresholds/<name>.yaml (comments and rationales kept) for every registered suite, or those "
+                    "named; an existing file is kept unless --force")
+    init.add_argument("directory", nargs="?", type=Path, default=Path("."), help="the repository (default: here)")
+    init.add_argument("--suite", action="append", default=[], metavar="NAME", help="only this suite (repeatable)")
+    init.add_argument("--force", action="store_true", help="overwrite files that exist")
+    init.set_defaults(run=_init)
 
     preflight = sub.add_parser(
         "preflight", help="which checks the data can decide at their margins, from the reference models alone",

@@ -97,12 +97,21 @@ def yaml_check_names(path: Path) -> list[str]:
 
 
 def thresholds_file(test_file: Path, suite: str) -> Path:
-    """`thresholds/<suite>.yaml` in the nearest folder above the suite's tests."""
+    """`thresholds/<suite>.yaml` in the nearest folder above the suite's tests,
+    else the suite's packaged default gate (`suites.default_file`): a
+    repository that keeps its own gates edits them, one that does not is
+    judged by the defaults."""
+    from unlearnbench.suites import SUITES, default_file
+
     for parent in Path(test_file).parents:
         candidate = parent / "thresholds" / f"{suite}.yaml"
         if candidate.is_file():
             return candidate
-    raise pytest.UsageError(f"no thresholds/{suite}.yaml found in any folder above {test_file}")
+    packaged = default_file(suite, f"thresholds/{suite}.yaml") if suite in SUITES else None
+    if packaged is None:
+        raise pytest.UsageError(f"no thresholds/{suite}.yaml found in any folder above {test_file}, and suite "
+                                f"'{suite}' ships no default gate")
+    return packaged
 
 
 def checkpoint_spec_of(item: pytest.Item | None):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from unlearnbench.registry import Registry
@@ -76,6 +77,12 @@ class SuiteSpec:
     # (metric name) -> what is wrong with it, or None. Its loader then receives the gate's metric names as a
     # third argument, and `metrics` stays empty.
     open_metrics: str | None = None
+    # The module whose folder holds the suite's defaults, as files: the gate
+    # `thresholds/<name>.yaml` and the thin test file `suites/<name>/test_<name>.py`,
+    # in the folder's `defaults/` (a wheel's package data) or beside it (a
+    # checkout): what a run without a thresholds/ folder of its own judges by,
+    # and what `unlearnbench init` writes. A third-party suite names its own.
+    defaults: str = "unlearnbench"
 
     def __post_init__(self):
         object.__setattr__(self, "metrics", tuple(m if isinstance(m, Metric) else Metric(m) for m in self.metrics))
@@ -150,6 +157,16 @@ def sweep_checkpoints(suite: str, models: list, shard=None, zoo_extra: tuple[str
         return specs
     keep = set(shard.select(run_order([s.name for s in models], zoo_extra)))
     return [s for s in specs if s.name in keep]
+
+
+def default_file(suite: str, relative: str) -> Path | None:
+    """A suite's default file (`thresholds/<suite>.yaml`, `suites/<suite>/test_<suite>.py`)
+    where its spec's `defaults` module keeps it, else None."""
+    folder = Path(importlib.import_module(SUITES[suite].defaults).__file__).resolve().parent
+    for root in (folder / "defaults", folder.parent):
+        if (root / relative).is_file():
+            return root / relative
+    return None
 
 
 def zoo_checkpoints(names) -> list:
