@@ -8,6 +8,7 @@ from __future__ import annotations
 import configparser
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -20,8 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+    """Built from a copy of the tree: setuptools reuses a checkout's build/, which can hold what the
+    packaging no longer (or never) declares."""
+    tree, out = tmp_path_factory.mktemp("tree") / "unlearnbench", tmp_path_factory.mktemp("wheel")
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info",
+                                                             "reports", "site", "__pycache__", ".hypothesis"))
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(tree), "--no-deps", "--no-build-isolation",
                             "-q", "-w", str(out)], capture_output=True, text=True, cwd=out)
     assert build.returncode == 0, build.stderr[-3000:]
     [path] = out.glob("unlearnbench-*.whl")
