@@ -46,6 +46,7 @@ def test_the_wheel_holds_every_suite_its_gate_its_test_file_and_its_data(wheel):
         assert f"{package}/__init__.py" in modules and modules <= names, (suite, modules - names)
         assert f"unlearnbench/defaults/thresholds/{suite}.yaml" in names, suite
         assert f"unlearnbench/defaults/suites/{suite}/test_{suite}.py" in names, suite
+        assert f"unlearnbench/defaults/suites/{suite}/__init__.py" in names, suite  # a package: --pyargs finds it
     # Every module of the package and of the zoo, and the smoke suite's built-in data.
     code = {f"unlearnbench/{p.relative_to(ROOT / 'unlearnbench').as_posix()}" for p in (ROOT / "unlearnbench").rglob("*.py")}
     code |= {f"unlearnbench/fixtures/{p.relative_to(ROOT / 'fixtures').as_posix()}" for p in (ROOT / "fixtures").rglob("*.py")}
@@ -87,3 +88,19 @@ def test_init_from_the_wheel_makes_a_repository_that_runs_a_suite_and_owns_its_g
     assert "kept" in again.stdout and "bound: 0.0" in gate.read_text()  # not overwritten without --force
     forced = run("-m", "unlearnbench.cli", "init", str(repo), "--suite", "smoke", "--force", cwd=tmp_path)
     assert forced.returncode == 0 and "bound: -4.0" in gate.read_text()
+
+
+def test_pyargs_runs_a_packaged_suite_from_any_folder_with_its_default_gate(wheel, tmp_path, smoke_lm_dir, cache_dir):
+    unpacked = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(unpacked)
+    anywhere = tmp_path / "anywhere"
+    anywhere.mkdir()
+    run = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "unlearnbench.defaults.suites.smoke",
+                          f"--model=lm={smoke_lm_dir}", f"--cache-dir={cache_dir}", "-p", "no:cacheprovider",
+                          "--no-progress"], capture_output=True, text=True, cwd=anywhere, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(unpacked)})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((anywhere / "reports" / "latest" / "report.json").read_text())  # ./reports of this folder
+    assert report["run"]["thresholds_files"]["smoke"] == str(unpacked / "unlearnbench" / "defaults" / "thresholds"
+                                                          / "smoke.yaml")
+    assert report["checkpoints"]["lm"]["suites"]["smoke"]["checks"]["fluent_on_reference_texts"]["outcome"] == "pass"
