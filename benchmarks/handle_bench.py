@@ -3,7 +3,7 @@
 Generation: DUSK 11-shot knowledge QA (the ICL block is identical for every
 question), 32 new tokens, greedy, cut at the DUSK stop strings:
   naive    = batch 1, the ICL block re-encoded with every question
-             (what the DUSK reference code does; SPEC §2: ~1.7 s/question)
+             (what the DUSK reference code does: ~1.7 s/question)
   batched  = auto batch, ICL block still re-encoded
   prefix   = auto batch + the ICL block's KV cache computed once and reused
 All three feed the model the same tokens; the script counts identical answers.

@@ -2,7 +2,7 @@
 
 naive  = tests/suites/test_uds.py's reference: one item at a time; for every layer,
          hook the target block and rerun the whole model (the public UDS
-         reference code's approach; SPEC §3: ~390 s for 40 TOFU items on
+         reference code's approach: ~390 s for 40 TOFU items on
          SmolLM2 with stage 1 uncached, batch 8, on this kind of machine);
 exact  = unlearnbench's fallback: batched, one source pass per batch, every
          layer patched by hook with the whole model rerun;

@@ -15,7 +15,7 @@ items of ../shared/data/uds, float32 on CPU. Prints one row per stage:
 
 "per checkpoint in a sweep" adds what every further checkpoint pays: its
 load, its warm fingerprint, encoding, stage 1 from the cache and stage 2.
-The public UDS code's figure to compare with (SPEC §3, measured on this kind
+The public UDS code's figure to compare with (measured on this kind
 of machine for the same models and items): 301 s per checkpoint with its
 stage-1 cache.
 

@@ -1,4 +1,4 @@
-"""Attacks on an unlearned checkpoint (SPEC §9): transformations that bring
+"""Attacks on an unlearned checkpoint (docs/suites/robustness.md): transformations that bring
 back knowledge that was hidden rather than removed. Each writes a new
 checkpoint directory (the attacked weights and the tokenizer) that every
 backend-independent probe can then evaluate like any checkpoint.

@@ -1,4 +1,4 @@
-"""Meta-evaluation: which metric deserves trust? (SPEC §9; OpenUnlearning,
+"""Meta-evaluation: which metric deserves trust? (docs/meta-eval.md; OpenUnlearning,
 NeurIPS 2025, §4.2)
 
 From one report (a `pytest suites` run) and labels (checkpoints that *know*

@@ -1,4 +1,4 @@
-"""MUSE as OpenUnlearning computes it (SPEC §10). The plugin makes one test
+"""MUSE as OpenUnlearning computes it (docs/suites/muse.md). The plugin makes one test
 per check in thresholds/muse.yaml (test_<check>), plus test_no_regression."""
 
 import pytest

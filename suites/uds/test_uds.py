@@ -1,5 +1,5 @@
 """UDS: is the forget knowledge gone from the internals, or only hidden at the
-output? (SPEC §3). The plugin makes one test per check in
+output? (docs/suites/uds.md). The plugin makes one test per check in
 thresholds/uds.yaml (test_<check>), plus test_no_regression (active with
 --baseline)."""
 

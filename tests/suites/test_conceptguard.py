@@ -1,6 +1,6 @@
 """ConceptGuard: separation formulas, the three judges (a local HTTP server
 stands in for an OpenAI-compatible endpoint), data validation, and the gate
-on the zoo (SPEC §5)."""
+on the zoo (docs/suites/conceptguard.md)."""
 
 from __future__ import annotations
 

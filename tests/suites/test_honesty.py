@@ -1,5 +1,5 @@
 """Honesty suite: MCQ construction and scoring, the second turn, data loading,
-and the gate on the zoo and on SmolLM2 (SPEC §4)."""
+and the gate on the zoo and on SmolLM2 (docs/suites/honesty.md)."""
 
 from __future__ import annotations
 

@@ -174,7 +174,7 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
             scores[f"{kind}_recall"].append(rouge[kind].recall)
         scores["levenshtein"].append(1 - Levenshtein.distance(item.gt, generation) / max(len(item.gt), len(generation)))
         scores["lcs_ratio"].append(lcs(item.gt, generation))
-        # SPEC §0: the joined text, split where lm-eval's _encode_pair splits it.
+        # docs/conventions.md: the joined text, split where lm-eval's _encode_pair splits it.
         whole, context = tokenizer(item.prompt + item.gt)["input_ids"], tokenizer(item.prompt.rstrip())["input_ids"]
         gold = whole[len(context):]
         with torch.no_grad():

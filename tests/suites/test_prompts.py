@@ -1,5 +1,5 @@
 """What the model sees: exactly one BOS on every prompt path, and a shared
-prefix cached only up to the longest common token prefix (SPEC §8).
+prefix cached only up to the longest common token prefix (docs/conventions.md).
 
 The zoo's tokenizer adds a BOS and its template writes none; the Llama-3
 situation (a template that writes `{{ bos_token }}` AND a tokenizer that adds

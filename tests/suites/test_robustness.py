@@ -1,4 +1,4 @@
-"""Robustness probes (issue 16, SPEC §9): the attacks against hand-worked
+"""Robustness probes (issue 16, docs/suites/robustness.md): the attacks against hand-worked
 quantization and the published NF4 code book, relearning determinism, the
 zoo gate separating a shallow unlearning from retain, and bad input."""
 

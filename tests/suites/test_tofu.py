@@ -2,7 +2,7 @@
 separating retain from full and the collapsing recipes, and every metric of
 the default convention against a deliberately naive implementation on
 SmolLM2 (one item at a time, transformers and rouge-score directly, written
-from SPEC §0 and §10). The reference convention is OpenUnlearning's code
+from docs/conventions.md and docs/suites/tofu.md). The reference convention is OpenUnlearning's code
 path: tests/suites/test_openunlearning.py."""
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
         return seen[key]
 
     def answer_stats_uncached(tokenizer, model, question, answer):
-        # SPEC §0: the joined text, split where lm-eval's _encode_pair splits it.
+        # docs/conventions.md: the joined text, split where lm-eval's _encode_pair splits it.
         text = prompt_text(tokenizer, question)
         whole, context = encode(tokenizer, text + answer), encode(tokenizer, text.rstrip())
         target = whole[len(context):]

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def naive_deltas(target, source, sequences, spans, *, hidden_states: bool = False) -> np.ndarray:
     """Deliberately naive: one item at a time; for each layer, hook the target's
     block, rerun the whole model, score the entity. The replacement is the
-    source's block-l output (SPEC), or with `hidden_states` the source's
+    source's block-l output (the default convention), or with `hidden_states` the source's
     `hidden_states[l + 1]` as the public UDS code takes it (post-final-norm
     at the last layer)."""
     out = []
@@ -227,7 +227,7 @@ def test_reference_convention_on_smollm2_equals_the_naive_reference(smollm2, smo
 def test_reference_convention_prepends_a_space_after_a_prompt_without_one(model, zoo_handles, smollm2,
                                                                           tofu_items):
     """The 4 TOFU items whose prefix ends in an opening quote: the public code
-    scores " " + reference; SPEC scores the reference as written."""
+    scores " " + reference; the default convention scores the reference as written."""
     handle = smollm2 if model == "smollm2" else zoo_handles["full"]
     data = uds_data.load(str(tofu_items))
     glued = [i for i in data.items if not i.prompt[-1].isspace() and not i.reference[0].isspace()]

@@ -1,4 +1,4 @@
-"""The utility suite and its lm-eval adapter (issue 28, SPEC §11): lm-eval's
+"""The utility suite and its lm-eval adapter (issue 28, docs/suites/utility.md): lm-eval's
 own tasks run through our `LM` adapter and through lm-eval's HF backend on
 SmolLM2 give the same log-likelihoods, rolling log-likelihoods, generations
 and accuracies; the same through the endpoint backend against a loopback

@@ -1,4 +1,4 @@
-"""The WMDP suite (issue 28, SPEC §11): accuracy equal to lm-evaluation-
+"""The WMDP suite (issue 28, docs/suites/wmdp.md): accuracy equal to lm-evaluation-
 harness's own task run through its HF backend on SmolLM2 (same items, per
 item log-likelihoods, picks and accuracy), scoring worked out by hand, the
 published layouts (JSON lines and the Hub's parquet files) and their errors,

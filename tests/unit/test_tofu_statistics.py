@@ -1,4 +1,4 @@
-"""TOFU's statistics (issue 17, SPEC §10) against hand-worked values and scipy."""
+"""TOFU's statistics (issue 17, docs/suites/tofu.md) against hand-worked values and scipy."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_extraction_strength_and_exact_memorization_by_hand(argmax, gold, es, em
 
 
 def test_privleak_score_chooses_the_membership_statistic():
-    """Min-K%++ (the default, SPEC §10) and Min-K% (OpenUnlearning's choice,
+    """Min-K%++ (the default, docs/suites/tofu.md) and Min-K% (OpenUnlearning's choice,
     privleak_score=mink) rank these answers oppositely, worked by hand.
 
     Forget answer F: log-probs (-1, -1), vocab mean -3, sd 1: Min-K% (k = 0.5:

@@ -1,4 +1,4 @@
-"""A prompt that ends in whitespace (SPEC §0, §3): the continuation is scored
+"""A prompt that ends in whitespace (docs/conventions.md, docs/suites/uds.md): the continuation is scored
 as the model reads the joined text, lm-evaluation-harness's `_encode_pair`
 rule, not as a lone space token followed by the continuation's own encoding.
 

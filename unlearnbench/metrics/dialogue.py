@@ -10,7 +10,7 @@ STOP_STRINGS = ("\nUser:", "\nQuestion:")
 
 def split_trailing_space(prompt: str) -> tuple[str, str]:
     """(the prompt without its trailing spaces and tabs, those spaces): they
-    belong to the reply (SPEC §0), as a byte-level BPE merges a space into
+    belong to the reply (docs/conventions.md), as a byte-level BPE merges a space into
     the next word ("Answer: A" is [..., ':', 'ĠA']). A newline stays: it is
     its own token in the templates that end with one."""
     stripped = prompt.rstrip(" \t")

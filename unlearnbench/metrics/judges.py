@@ -1,4 +1,4 @@
-"""Judges for ConceptGuard (SPEC §5): score a reply in [0, 1] for harmfulness
+"""Judges for ConceptGuard (docs/suites/conceptguard.md): score a reply in [0, 1] for harmfulness
 (replies to harmful queries) or helpfulness (replies to benign queries).
 
 One interface, three implementations, chosen by `--judge`:

@@ -1,4 +1,4 @@
-"""Membership-inference scores, AUC, privacy leakage and retain deviation (SPEC §2).
+"""Membership-inference scores, AUC, privacy leakage and retain deviation (docs/suites/dusk.md).
 
 Every score is "higher = more member-like":
 - loss:   mean token log-prob of the chunk (= -LOSS);

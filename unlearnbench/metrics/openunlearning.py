@@ -1,5 +1,5 @@
 """OpenUnlearning's data path, for TOFU and MUSE under `convention=reference`
-(SPEC §10): the token ids its code feeds the model and the positions it
+(docs/suites/tofu.md): the token ids its code feeds the model and the positions it
 scores, so our numbers sit beside the ones its code publishes.
 
 Read from locuslab/open-unlearning: `src/data/utils.py`

@@ -1,4 +1,4 @@
-"""Text similarity between a generation and its reference (SPEC §1)."""
+"""Text similarity between a generation and its reference (docs/conventions.md)."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ class Embedder:
         return vectors
 
     def cosine(self, references: list[str], generations: list[str]) -> list[float]:
-        """Cosine similarity of each pair, clipped at 0 (SPEC §2)."""
+        """Cosine similarity of each pair, clipped at 0 (docs/suites/dusk.md)."""
         import numpy as np
 
         a, b = self.encode(references), self.encode(generations)

@@ -6,7 +6,7 @@ It uses only the documented legacy-completions fields of `/v1/completions`
 `logprobs`), so no vendor extension is needed:
 - prompts are built here, from the served model's own tokenizer files
   (`--tokenizer NAME=DIR`) and sent as token ids: chat formatting and the one
-  BOS (SPEC §8) are ours, exactly as in the Hugging Face backend;
+  BOS (docs/conventions.md) are ours, exactly as in the Hugging Face backend;
 - generation: greedy (`temperature: 0`), cut at the stop strings here too
   (servers accept only a few of them);
 - teacher-forced log-probs: the prompt echoed with its log-probs and no new

@@ -1,6 +1,6 @@
 """Tokenization and chat formatting from a Hugging Face tokenizer, shared by
 every backend that has the model's tokenizer files (in this process or
-beside an endpoint): prompts are built here, with one BOS (SPEC §8), so every
+beside an endpoint): prompts are built here, with one BOS (docs/conventions.md), so every
 backend sees the same token ids. A mixin over `self.tokenizer`, which also
 scores continuations through the backend's own `token_logprobs`."""
 
@@ -36,7 +36,7 @@ class Tokenization:
         return self.tokenizer.clean_up_tokenization(text) if self._cleans_up_spaces else text
 
     def encode_prompt(self, text: str) -> list[int]:
-        """A prompt's ids with exactly one BOS where the tokenizer adds one (SPEC §8).
+        """A prompt's ids with exactly one BOS where the tokenizer adds one (docs/conventions.md).
 
         Text from a chat template may already begin with the BOS the template
         writes (Llama-3.x, Mistral, Gemma); adding the tokenizer's own would
@@ -96,7 +96,7 @@ class Tokenization:
 
     def encode_pair(self, context: str, continuation: str) -> tuple[list[int], int]:
         """(ids, start): the ids the model reads for `context + continuation`
-        and where the continuation's tokens begin in them (SPEC §0).
+        and where the continuation's tokens begin in them (docs/conventions.md).
 
         lm-evaluation-harness's `_encode_pair` rule: the context's trailing
         whitespace moves into the continuation, the joined text is encoded

@@ -4,7 +4,7 @@ scored by a judge."""
 
 from unlearnbench.suites import UNIT, Metric, metric_set, on_zoo_family
 
-# SPEC §5 defaults; `--suite-option conceptguard.KEY=VALUE` (and `--judge`) override them.
+# docs/suites/conceptguard.md defaults; `--suite-option conceptguard.KEY=VALUE` (and `--judge`) override them.
 DEFAULT_PARAMS = {
     "prefix_tokens": 32,  # HarmMem / HelpRet prompt: the text's first tokens
     "max_new_tokens": 128,  # continuation and reply length

@@ -1,4 +1,4 @@
-"""ConceptGuard data (SPEC §5): paired harmful / benign uses of dual-use concepts.
+"""ConceptGuard data (docs/suites/conceptguard.md): paired harmful / benign uses of dual-use concepts.
 
 One JSON object per line:
 

@@ -1,5 +1,5 @@
 """ConceptGuard: is the harmful use of a dual-use concept removed while its
-benign use is kept? (SPEC §5: contextual separation)
+benign use is kept? (docs/suites/conceptguard.md: contextual separation)
 
 One checkpoint costs two batched generation passes and one judge batch:
 1. the continuations of every harmful and benign text's prefix (HarmMem /

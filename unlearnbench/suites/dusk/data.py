@@ -1,4 +1,4 @@
-"""DUSK data: five style documents and the evaluation sets (SPEC §2).
+"""DUSK data: five style documents and the evaluation sets (docs/suites/dusk.md).
 
 Layout (the AI-ISL/DUSK repository's `data/Prof/`, `../shared/data/dusk/`, and
 the fixture zoo's `unlearnbench zoo data`/dusk)::
@@ -41,7 +41,7 @@ HF_CONFIGS = {
     "shared": "eval_general_qa",
     "unique_retain": "eval_specific_retain_qa",
 }
-# Defaults from SPEC §2 / the DUSK reference code; suite.json and
+# Defaults from docs/suites/dusk.md / the DUSK reference code; suite.json and
 # `--suite-option dusk.KEY=VALUE` override them.
 DEFAULT_PARAMS = {
     "forget_style": "Chronological",

@@ -1,4 +1,4 @@
-"""DUSK (arXiv 2505.15209): selective forgetting under forget/retain overlap (SPEC §2).
+"""DUSK (arXiv 2505.15209): selective forgetting under forget/retain overlap (docs/suites/dusk.md).
 
 One checkpoint costs three model passes in all:
 1. ONE greedy generation pass over the verbatim prompts feeds every verbatim

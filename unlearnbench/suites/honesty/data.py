@@ -1,4 +1,4 @@
-"""Honesty data (SPEC §4): forget, retain and (optional) unknown QA sets.
+"""Honesty data (docs/suites/honesty.md): forget, retain and (optional) unknown QA sets.
 
 Sources, picked by `--data-dir honesty=...`:
 - a folder with `forget.jsonl` (required), `retain.jsonl` and `unknown.jsonl`
@@ -25,7 +25,7 @@ from unlearnbench.errors import DataError
 
 SETS = ("forget", "retain", "unknown")
 N_CHOICES = 4  # gold + 3 distractors; the IDK / control option is the 5th
-# SPEC §4 defaults; `--suite-option honesty.KEY=VALUE` overrides them.
+# docs/suites/honesty.md defaults; `--suite-option honesty.KEY=VALUE` overrides them.
 DEFAULT_PARAMS = {
     "max_new_tokens": 64,  # first turn
     "followup_max_new_tokens": 16,  # the Yes/No second turn

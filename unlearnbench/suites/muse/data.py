@@ -1,4 +1,4 @@
-"""MUSE data in its own layout (SPEC §10): the muse-bench/MUSE-News and
+"""MUSE data in its own layout (docs/suites/muse.md): the muse-bench/MUSE-News and
 MUSE-Books splits OpenUnlearning evaluates, read from a local folder (or the
 zoo's data folder, which holds a synthetic set under muse/) or
 `hf:muse-bench/MUSE-News` / `hf:muse-bench/MUSE-Books` (the local HF cache;
@@ -35,7 +35,7 @@ from unlearnbench.errors import DataError
 
 # OpenUnlearning's MUSE settings: 128 new tokens for VerbMem, 32 for KnowMem,
 # every ICL example, texts cut at 2048 tokens, k = 0.4. `icl_shots` -1 means all.
-# privleak scores with Min-K%++ (SPEC §10); convention=reference computes it as
+# privleak scores with Min-K%++ (docs/suites/muse.md); convention=reference computes it as
 # OpenUnlearning's configuration does (data/openunlearning.py).
 DEFAULT_PARAMS = {"max_items": 0, "verbmem_max_new_tokens": 128, "knowmem_max_new_tokens": 32, "icl_shots": -1,
                   "privleak_max_tokens": 2048, "mink_k": 0.4, "privleak_score": "minkpp", "convention": "spec",

@@ -1,5 +1,5 @@
 """MUSE's criteria a single checkpoint answers, as OpenUnlearning computes
-them (SPEC §10), sharing DUSK's code where the definitions coincide.
+them (docs/suites/muse.md), sharing DUSK's code where the definitions coincide.
 
 One checkpoint costs five passes:
 1. ONE greedy pass over the VerbMem openings feeds every VerbMem metric

@@ -1,4 +1,4 @@
-"""Data of the robustness suite (SPEC §9): the probes' data (DUSK's QA sets,
+"""Data of the robustness suite (docs/suites/robustness.md): the probes' data (DUSK's QA sets,
 honesty's forget questions, UDS items, all from the same source; WMDP's
 subsets from `wmdp_data`, by default the same source too), the attacks to run
 and the relearning set.

@@ -1,4 +1,4 @@
-"""Robustness probes (SPEC §9): does the forgetting survive an attack?
+"""Robustness probes (docs/suites/robustness.md): does the forgetting survive an attack?
 
 Each probe measures forget knowledge on the checkpoint, then on each attacked
 copy of it (4-bit and 8-bit quantization, LoRA relearning: attacks.py):

@@ -1,4 +1,4 @@
-"""TOFU data in its own layout (SPEC §10): the JSON-lines files of
+"""TOFU data in its own layout (docs/suites/tofu.md): the JSON-lines files of
 locuslab/TOFU, read from a local folder (or the zoo's data folder, which
 holds a synthetic set under tofu/) or `hf:locuslab/TOFU` (the local HF
 cache; a download only where the environment allows it).
@@ -27,7 +27,7 @@ from unlearnbench.data.openunlearning import AUTO, convention_params
 from unlearnbench.errors import DataError
 
 # OpenUnlearning's generation default is 200 new tokens; a folder's suite.json may set its own (the zoo's
-# short answers need 32). privleak scores answers with Min-K%++ (SPEC §10); convention=reference
+# short answers need 32). privleak scores answers with Min-K%++ (docs/suites/tofu.md); convention=reference
 # computes it as OpenUnlearning's configuration does (data/openunlearning.py).
 DEFAULT_PARAMS = {"forget_split": "forget10", "max_items": 0, "max_new_tokens": 200, "mink_k": 0.2,
                   "privleak_score": "minkpp", "convention": "spec", "reference_system_prompt": AUTO}

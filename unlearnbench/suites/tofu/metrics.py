@@ -1,4 +1,4 @@
-"""TOFU's statistics as OpenUnlearning computes them (SPEC §10), over
+"""TOFU's statistics as OpenUnlearning computes them (docs/suites/tofu.md), over
 per-item values the scoring and generation passes produce.
 
 Each statistic is tested against a hand-worked value or scipy

@@ -1,4 +1,4 @@
-"""UDS items (SPEC §3): question, answer, prefix, entity.
+"""UDS items (docs/suites/uds.md): question, answer, prefix, entity.
 
 Sources, picked by `--data-dir uds=...`:
 - a JSON list of {question, answer, prefix, entity} (the real
@@ -18,7 +18,7 @@ from unlearnbench.data.jsonl import COUNT_OR_ALL, Range, fingerprint_files, merg
 from unlearnbench.errors import DataError
 from unlearnbench.suites.uds import DEFAULT_PARAMS
 
-# "spec": SPEC §3 (pre-norm block outputs, the reference text as written, the
+# "spec": docs/suites/uds.md (pre-norm block outputs, the reference text as written, the
 # entity as given). "reference": gnueaj/unlearning-depth-score compute_uds.py.
 CONVENTIONS = ("spec", "reference")
 # The code `convention=reference` reproduces, and is tested against (docs/suites/uds.md).

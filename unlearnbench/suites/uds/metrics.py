@@ -1,4 +1,4 @@
-"""UDS (arXiv 2605.24614): is the knowledge gone from the internals? (SPEC §3)
+"""UDS (arXiv 2605.24614): is the knowledge gone from the internals? (docs/suites/uds.md)
 
 Target = the `full` model. Score s = mean teacher-forced log-prob of the
 entity tokens. Patching block l's output at the entity-predicting positions
@@ -36,7 +36,7 @@ def check_convention(convention: str) -> str:
 def reference_text(item: UDSItem, convention: str) -> str:
     """The teacher-forced text. The public code restores a leading space when
     the prompt ends without one (`normalize_reference_for_eval`): after an
-    opening quote it scores ' The Essence...' where SPEC scores 'The Essence...'."""
+    opening quote it scores ' The Essence...' where our default convention scores 'The Essence...'."""
     reference = item.reference
     if convention == "reference" and reference and not reference[0].isspace() and not item.prompt[-1:].isspace():
         return " " + reference
@@ -61,7 +61,7 @@ def encode_items(model, items: list[UDSItem], *, convention: str = "spec"):
     """(kept items, token sequences, entity spans, skipped {id: reason}).
 
     `convention="spec"` reads prompt and reference as the one text the model
-    was trained on (SPEC §3): a prompt that ends in a space ("Answer: " with
+    was trained on (docs/suites/uds.md): a prompt that ends in a space ("Answer: " with
     an empty prefix) gives its space to the reference, so a byte-level BPE
     scores 'ĠTidewell', not a lone 'Ġ' then 'T', 'ide', 'well'. The entity's
     tokens are those the fast tokenizer's offset mapping places over it; the
@@ -101,7 +101,7 @@ def encode_items(model, items: list[UDSItem], *, convention: str = "spec"):
 def layer_deltas(target, source, sequences, spans, *, convention: str = "spec") -> np.ndarray:
     """delta[i, l] = s_target(i) - s_target patched at layer l from source (i).
 
-    SPEC patches in the source's block-l output (the residual stream before
+    The default convention patches in the source's block-l output (the residual stream before
     the final norm); `convention="reference"` patches in the source's
     `hidden_states[l + 1]` as the public code does, which at the last layer is
     the state *after* the final norm."""

@@ -1,6 +1,6 @@
 """WMDP: is hazardous knowledge (biosecurity, cybersecurity, chemistry) gone,
 and general knowledge (MMLU) kept? Zero-shot multiple-choice accuracy as
-lm-evaluation-harness's `wmdp_*` and `mmlu` tasks compute it (SPEC §11)."""
+lm-evaluation-harness's `wmdp_*` and `mmlu` tasks compute it (docs/suites/wmdp.md)."""
 
 from unlearnbench.suites import UNIT, metric_set, on_zoo_family
 

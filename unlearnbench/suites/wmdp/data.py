@@ -1,4 +1,4 @@
-"""WMDP and MMLU in their published layouts (SPEC §11): multiple-choice rows
+"""WMDP and MMLU in their published layouts (docs/suites/wmdp.md): multiple-choice rows
 `{question, choices, answer}`, `answer` the index of the right choice.
 
 Where they are read from (nothing is downloaded at run time):

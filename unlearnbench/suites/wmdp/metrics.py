@@ -1,5 +1,5 @@
 """Zero-shot multiple-choice accuracy as lm-evaluation-harness computes it
-for its `wmdp_*` and `mmlu` tasks (SPEC §11).
+for its `wmdp_*` and `mmlu` tasks (docs/suites/wmdp.md).
 
 Context = the task's description + `question.strip()` + the four lettered
 choices + "\\nAnswer:"; continuations " A" ... " D" (the target delimiter " "
