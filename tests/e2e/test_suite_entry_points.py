@@ -28,7 +28,7 @@ from unlearnbench.backends import Backend
 from unlearnbench.suites import SuiteSpec
 
 SPEC = SuiteSpec(name="fluency", metrics=("text_logprob",), loader="ub_fluency:load",
-                 evaluator="ub_fluency:evaluate", version=1)
+                 evaluator="ub_fluency:evaluate", version=1, defaults="ub_fluency")
 
 
 @dataclass(frozen=True)
@@ -89,12 +89,19 @@ checks:
 '''
 
 
+TEST_MODULE = 'import pytest\n\npytestmark = pytest.mark.unlearnbench("fluency")\n'
+
+
 def install(tmp_path: Path, name: str, module: str, entry_points: dict[str, dict[str, str]]) -> Path:
     """Build and install a package (no index, no build isolation) into a
-    folder of its own; returns the folder to put on PYTHONPATH."""
+    folder of its own; returns the folder to put on PYTHONPATH. The package
+    ships the suite's defaults (its gate and test module) as package data."""
     source = tmp_path / f"{name}-src"
-    source.mkdir()
-    (source / "ub_fluency.py").write_text(module)
+    (source / "ub_fluency" / "defaults" / "suites" / "fluency").mkdir(parents=True)
+    (source / "ub_fluency" / "defaults" / "thresholds").mkdir()
+    (source / "ub_fluency" / "__init__.py").write_text(module)
+    (source / "ub_fluency" / "defaults" / "thresholds" / "fluency.yaml").write_text(GATE)
+    (source / "ub_fluency" / "defaults" / "suites" / "fluency" / "test_fluency.py").write_text(TEST_MODULE)
     points = "\n".join(f'[project.entry-points."{group}"]\n' + "\n".join(f'{k} = "{v}"' for k, v in named.items())
                        for group, named in entry_points.items())
     (source / "pyproject.toml").write_text(textwrap.dedent(f'''\
@@ -107,7 +114,10 @@ def install(tmp_path: Path, name: str, module: str, entry_points: dict[str, dict
         version = "0.1"
 
         [tool.setuptools]
-        py-modules = ["ub_fluency"]
+        packages = ["ub_fluency"]
+
+        [tool.setuptools.package-data]
+        ub_fluency = ["defaults/thresholds/*.yaml", "defaults/suites/*/*.py"]
 
         ''') + points + "\n")
     target = tmp_path / f"{name}-site"
@@ -120,8 +130,7 @@ def install(tmp_path: Path, name: str, module: str, entry_points: dict[str, dict
 def project(tmp_path):
     root = tmp_path / "project"
     (root / "suites" / "fluency").mkdir(parents=True)
-    (root / "suites" / "fluency" / "test_fluency.py").write_text(
-        'import pytest\n\npytestmark = pytest.mark.unlearnbench("fluency")\n')
+    (root / "suites" / "fluency" / "test_fluency.py").write_text(TEST_MODULE)
     (root / "thresholds").mkdir()
     (root / "thresholds" / "fluency.yaml").write_text(GATE)
     return root
@@ -142,6 +151,21 @@ def test_an_installed_third_party_suite_runs_and_its_gate_separates(project, tmp
     assert "test_fluent_on_plain_texts[lm] PASSED" in result.stdout, result.stdout[-3000:] + result.stderr[-2000:]
     assert "test_fluent_on_plain_texts[untrained] FAILED" in result.stdout
     assert result.returncode == 1
+
+
+def test_init_writes_a_third_party_suites_own_defaults_and_they_run(tmp_path, cache_dir, smoke_lm_dir, warm_python):
+    """Issue 44: a suite's package ships its gate and test module; `unlearnbench init` writes them
+    into a repository, which then runs the suite by that gate."""
+    site = install(tmp_path, "unlearnbench-fluency", PACKAGE, {"unlearnbench.suites": {"fluency": "ub_fluency:SPEC"},
+                                                               "unlearnbench.backends": {"mirror": "ub_fluency:BACKEND"}})
+    repo = tmp_path / "repo"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    made = warm_python.run(["-m", "unlearnbench.cli", "init", str(repo), "--suite", "fluency"], cwd=tmp_path, env=env)
+    assert made.returncode == 0, made.stderr
+    assert (repo / "thresholds" / "fluency.yaml").read_text() == GATE
+    assert (repo / "suites" / "fluency" / "test_fluency.py").read_text() == TEST_MODULE
+    result = run(warm_python, repo, site, f"--model=lm={smoke_lm_dir}", f"--cache-dir={cache_dir}")
+    assert "test_fluent_on_plain_texts[lm] PASSED" in result.stdout, result.stdout[-3000:] + result.stderr[-2000:]
 
 
 def test_a_broken_suite_entry_point_is_one_line_naming_the_package(project, tmp_path, smoke_lm_dir, warm_python):
