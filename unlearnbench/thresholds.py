@@ -49,7 +49,7 @@ from typing import Mapping
 import yaml
 
 from unlearnbench.errors import ThresholdsError
-from unlearnbench.evidence import difference_estimate, items_needed, value_estimate
+from unlearnbench.evidence import difference_estimate, value_estimate
 from unlearnbench.metrics.core import MetricResult, Unavailable
 from unlearnbench.rule import DEFAULT_ALPHA, DecisionRule
 
@@ -275,23 +275,23 @@ class Check:
     def power(self, references: Mapping[str, Mapping[str, MetricResult | Unavailable] | None],
               rule: DecisionRule = DecisionRule()) -> dict | None:
         """The preflight of this check from the reference models' results alone
-        (docs/verdicts.md): the smallest difference its n can tell (the
-        half-width of the reference's own interval at the rule's level), the
-        margin a candidate as good as the reference would have (its distance
-        to the bound: a relative check's `margin`, or the or_bound where that
-        is looser; for an absolute check, the retain model's distance, else the
-        full model's), and about how many items would tell that margin. None
-        where there is nothing to say: no reference result, no interval (or
-        one of zero width), or a reference on the wrong side of the bound."""
+        (docs/verdicts.md), for a candidate that scores what its reference does
+        (the relative check's reference; for an absolute check, the retain
+        model, else the full model): its margin (the distance from that score
+        to the bound: a relative check's `margin`, or the or_bound where that is
+        looser), the smallest difference from the bound its n can tell (the
+        distance from the score to its interval's end on the bound's side) and
+        about how many items would tell the margin (as an underpowered
+        verdict's `n_needed` is found). None where there is nothing to say: no
+        reference result, no interval (or one of zero width), or a reference on
+        the wrong side of the bound."""
         role = self.relative_to or next((r for r in ("retain", "full") if references.get(r)), None)
         result = (references.get(role) or {}).get(self.metric) if role else None
         if not self.enabled or not isinstance(result, MetricResult) or not _finite(result):
             return None
-        interval = value_estimate(result).interval(rule.alpha)
+        estimate = value_estimate(result)
+        interval = estimate.interval(rule.alpha)
         if interval is None:
-            return None
-        mde = (interval[1] - interval[0]) / 2
-        if mde == 0:  # a value the reference has by construction (its own privacy leakage: 0)
             return None
         if self.relative_to:
             bound = result.value - self.margin if self.direction == "at_least" else result.value + self.margin
@@ -300,11 +300,13 @@ class Check:
         else:
             bound = self.bound
         margin = result.value - bound if self.direction == "at_least" else bound - result.value
-        if margin < 0:
-            return None  # the reference itself fails it: a margin of nothing
+        mde = result.value - interval[0] if self.direction == "at_least" else interval[1] - result.value
+        if margin < 0 or mde <= 0:  # the reference fails it itself, or holds its value by construction (PL 0)
+            return None
+        underpowered = mde > margin
         return {"suite": self.suite, "check": self.name, "metric": self.metric, "reference": role, "n": result.n,
-                "mde": mde, "margin": margin, "n_needed": items_needed(result.n, mde, margin) if mde > margin else None,
-                "underpowered": mde > margin}
+                "mde": mde, "margin": margin, "underpowered": underpowered,
+                "n_needed": estimate.needed(bound, rule.alpha) if underpowered else None}
 
     def _why_inconclusive(self, bound: float, reference, others, rule: DecisionRule) -> str | None:
         """Why this bound cannot separate good from bad checkpoints, or None."""

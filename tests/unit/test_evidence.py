@@ -156,3 +156,15 @@ def test_holm_leaves_a_check_undecided_that_alone_would_be_decided():
 
 def test_an_estimate_without_an_interval_has_no_p_value():
     assert Estimate(0.5, 10, "none", None).p_value(0.4) is None
+
+
+def test_the_preflight_needs_as_many_items_as_an_underpowered_verdict_would():
+    # A retain model that leaks 0 of 24 forget answers: Wilson's upper end is 0.138, over the bound 0.05;
+    # 0 of 73 is the first to clear it (z^2 / (n + z^2) <= 0.05), as for the verdict itself.
+    check = Check(suite="demo", name="c", metric="m", direction="at_most", rationale="r", source="t.yaml", bound=0.05)
+    power = check.power({"retain": {"m": scores([0] * 24)}})
+    assert power["underpowered"] and power["n"] == 24 and power["n_needed"] == 73
+    assert power["mde"] == pytest.approx(proportion_confint(0, 24, method="wilson")[1]) and power["margin"] == 0.05
+    assert check.judge({"m": scores([0] * 24)}).n_needed == 73
+    assert check.power({"retain": {"m": scores([0] * 80)}})["underpowered"] is False
+    assert check.power({"retain": {"m": scores([1] * 24)}}) is None  # the reference fails it itself
