@@ -1,0 +1,91 @@
+"""A PEFT adapter is a checkpoint (issue 45): `--model NAME=DIR` on a LoRA
+output folder (`adapter_config.json` + `adapter_model.safetensors`) loads its
+base and applies the adapter; every suite that runs on the zoo scores it as
+it scores the merged model (`merge_and_unload()` saved as a full checkpoint),
+activation patching (UDS) included."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from unlearnbench.errors import CheckpointError
+from unlearnbench.models.checkpoint import CheckpointSpec, discover, resolve
+
+# The suites that run on the zoo with its own data and references (utility needs lm-eval tasks;
+# robustness attacks the weights themselves).
+SUITES = ("smoke", "dusk", "uds", "honesty", "conceptguard", "tofu", "muse", "wmdp")
+
+
+@pytest.fixture(scope="module")
+def adapter_and_merged(tmp_path_factory, zoo_family):
+    """A LoRA adapter over the zoo's `full` model, with random (non-zero) B matrices so that it
+    changes the outputs, and the same adapter merged into a full checkpoint."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    root = tmp_path_factory.mktemp("lora")
+    base_dir = zoo_family["full"]
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False)
+    peft_model = get_peft_model(model, config)
+    with torch.no_grad():  # a small step away from the base: the adapter matters, the model stays a model
+        for name, parameter in peft_model.named_parameters():
+            if "lora_B" in name:
+                parameter.mul_(0.05)
+    adapter = root / "adapter"
+    peft_model.save_pretrained(str(adapter))
+    settings = json.loads((adapter / "adapter_config.json").read_text())
+    assert settings["base_model_name_or_path"] == str(base_dir)
+    merged = root / "merged"
+    peft_model.merge_and_unload().save_pretrained(str(merged))
+    AutoTokenizer.from_pretrained(str(base_dir)).save_pretrained(str(merged))
+    return adapter, merged, base_dir
+
+
+def test_an_adapter_folder_resolves_to_its_base_and_its_fingerprint_covers_both(adapter_and_merged, tmp_path):
+    adapter, _, base_dir = adapter_and_merged
+    resolved = resolve(str(adapter))
+    assert resolved.kind == "adapter" and resolved.base.directory == base_dir.resolve()
+    names = {p.name for p in resolved.files}
+    assert {"adapter_config.json", "adapter_model.safetensors", "model.safetensors", "config.json"} <= names
+    assert [s.name for s in discover(adapter.parent)] == ["adapter", "merged"]  # --model-dir finds adapters too
+    # A base that is neither a folder nor a cached Hub model: one line naming the file and what to do.
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "adapter_model.safetensors").write_bytes((adapter / "adapter_model.safetensors").read_bytes())
+    config = json.loads((adapter / "adapter_config.json").read_text()) | {"base_model_name_or_path": "/no/such/base"}
+    (broken / "adapter_config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="names its base model '/no/such/base'.*--base-model"):
+        resolve(str(broken))
+
+
+def test_every_zoo_suite_scores_an_adapter_as_its_merged_model(adapter_and_merged, zoo_family, cache_dir):
+    from conftest import ROOT
+
+    from unlearnbench.fixtures import zoo
+    from unlearnbench.metrics.core import MetricResult
+    from unlearnbench.session import Bench, BenchOptions
+
+    adapter, merged, base_dir = adapter_and_merged
+    specs = [CheckpointSpec.parse(f"adapter={adapter}"), CheckpointSpec.parse(f"merged={merged}")]
+    bench = Bench(BenchOptions(models=specs, cache_dir=cache_dir, device="cpu", dtype="float32",
+                               data_dirs={"*": str(zoo.data_dir(cache_dir))},
+                               full=CheckpointSpec.parse(f"full={base_dir}"),
+                               retain=CheckpointSpec.parse(f"retain={zoo_family['retain']}")))
+    bench.prepare_suites(list(SUITES), {s: ROOT / "thresholds" / f"{s}.yaml" for s in SUITES}, build_zoo=False)
+    compared = 0
+    for suite in SUITES:
+        ours, theirs = bench.run(specs[0], suite).metrics, bench.run(specs[1], suite).metrics
+        assert ours.keys() == theirs.keys(), suite
+        for name, result in ours.items():
+            other = theirs[name]
+            assert type(result) is type(other), (suite, name, result, other)
+            if isinstance(result, MetricResult) and math.isfinite(result.value):
+                assert result.value == pytest.approx(other.value, rel=1e-5, abs=1e-5), (suite, name)
+                compared += 1
+    assert compared > 40
