@@ -38,6 +38,7 @@ class LoadSettings:
     tokenizers: dict[str, str] = field(default_factory=dict)  # model name -> tokenizer directory (--tokenizer)
     concurrency: int = 8  # requests in flight per endpoint model
     endpoint_timeout: float = 120.0  # seconds one endpoint request may wait for its reply
+    base_model: str | None = None  # --base-model: the base of every PEFT adapter checkpoint
 
 
 @dataclass(frozen=True)

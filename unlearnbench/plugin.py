@@ -47,6 +47,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="every checkpoint below DIR (folders with config.json, .gguf files); repeatable")
     group.addoption("--full-model", metavar="[NAME=]PATH", help="reference model trained on forget + retain data")
     group.addoption("--retain-model", metavar="[NAME=]PATH", help="reference model trained on retain data only")
+    group.addoption("--base-model", metavar="PATH", default=None,
+                    help="the base model of every PEFT adapter checkpoint (a folder with adapter_config.json), "
+                         "instead of the base_model_name_or_path its adapter_config.json names")
     group.addoption("--thresholds", metavar="FILE", help="YAML of per-check overrides of the default gates")
     group.addoption("--report-dir", metavar="DIR", default=None,
                     help="where reports/<run-id>/ is written (default: <rootdir>/reports)")

@@ -156,6 +156,7 @@ class RunState:
                 endpoint_timeout=opt("endpoint_timeout"),
                 checkpoint_deadline=opt("checkpoint_deadline"),
                 zoo_extra=tuple(opt("zoo_extra")),
+                base_model=opt("base_model"),
             )
         except UnlearnbenchError as exc:
             raise pytest.UsageError(str(exc)) from None

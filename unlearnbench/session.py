@@ -58,6 +58,7 @@ class BenchOptions:
     endpoint_timeout: float = 120.0  # seconds one endpoint request may wait for its reply
     checkpoint_deadline: float | None = None  # seconds one checkpoint's evaluation may take in all
     zoo_extra: tuple[str, ...] = ()  # --zoo-extra: more zoo recipes beside the family (meta-evaluation's seeds)
+    base_model: str | None = None  # --base-model: the base of every PEFT adapter checkpoint
 
 
 def data_dirs_of(entries: list[str]) -> dict[str, str]:
@@ -188,7 +189,7 @@ class Bench:
                             batch_size=options.batch_size, fingerprint_memo=options.cache_dir / "fingerprints.json",
                             cache_secret=options.cache_secret,
                             tokenizers=options.tokenizers, concurrency=options.endpoint_concurrency,
-                            endpoint_timeout=options.endpoint_timeout)
+                            endpoint_timeout=options.endpoint_timeout, base_model=options.base_model)
 
     def handle(self, spec: CheckpointSpec):
         """The loaded model for `spec` (through its backend), loaded once per process."""

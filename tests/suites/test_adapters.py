@@ -1,8 +1,8 @@
 """A PEFT adapter is a checkpoint (issue 45): `--model NAME=DIR` on a LoRA
 output folder (`adapter_config.json` + `adapter_model.safetensors`) loads its
-base and applies the adapter; every suite that runs on the zoo scores it as
-it scores the merged model (`merge_and_unload()` saved as a full checkpoint),
-activation patching (UDS) included."""
+base and applies the adapter; the suites score it as they score the merged
+model (`merge_and_unload()` saved as a full checkpoint), activation patching
+(UDS) included."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ import torch
 from unlearnbench.errors import CheckpointError
 from unlearnbench.models.checkpoint import CheckpointSpec, discover, resolve
 
-# The suites that run on the zoo with its own data and references (utility needs lm-eval tasks;
-# robustness attacks the weights themselves).
-SUITES = ("smoke", "dusk", "uds", "honesty", "conceptguard", "tofu", "muse", "wmdp")
+# Every way a suite uses a model, each through the adapted model: generation and teacher-forced
+# scoring (smoke, dusk, wmdp), chat-template replies and next-token distributions (honesty), and
+# activation patching (uds). The other zoo suites call the same model interface.
+SUITES = ("smoke", "dusk", "uds", "honesty", "wmdp")
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +63,28 @@ def test_an_adapter_folder_resolves_to_its_base_and_its_fingerprint_covers_both(
     (broken / "adapter_config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match="names its base model '/no/such/base'.*--base-model"):
         resolve(str(broken))
+    # --base-model names it instead.
+    assert resolve(str(broken), base_model=str(base_dir)).base.directory == base_dir.resolve()
+
+
+def test_base_model_is_a_run_option_and_an_adapter_runs_as_a_test_id(adapter_and_merged, tmp_path, cache_dir,
+                                                                      warm_python):
+    """`pytest suites/smoke --model NAME=ADAPTER --base-model BASE`: the adapter is evaluated on the
+    base the option names (its own config's base moved away)."""
+    import shutil
+    from conftest import ROOT
+
+    adapter, _, base_dir = adapter_and_merged
+    moved = tmp_path / "adapter"
+    shutil.copytree(adapter, moved)
+    config = json.loads((moved / "adapter_config.json").read_text()) | {"base_model_name_or_path": "/moved/away"}
+    (moved / "adapter_config.json").write_text(json.dumps(config))
+    run = warm_python.run(["-m", "pytest", "suites/smoke", f"--model=lora={moved}", f"--base-model={base_dir}",
+                           f"--cache-dir={cache_dir}", f"--report-dir={tmp_path / 'reports'}", "-p", "no:cacheprovider",
+                           "--no-progress", "-q"], cwd=ROOT, timeout=600)
+    assert "ERROR" not in run.stderr, run.stderr[-2000:]
+    report = json.loads((tmp_path / "reports" / "latest" / "report.json").read_text())
+    assert report["checkpoints"]["lora"]["suites"]["smoke"]["metrics"]["mean_token_logprob"]["value"] < 0
 
 
 def test_every_zoo_suite_scores_an_adapter_as_its_merged_model(adapter_and_merged, zoo_family, cache_dir):
@@ -74,7 +97,7 @@ def test_every_zoo_suite_scores_an_adapter_as_its_merged_model(adapter_and_merge
     adapter, merged, base_dir = adapter_and_merged
     specs = [CheckpointSpec.parse(f"adapter={adapter}"), CheckpointSpec.parse(f"merged={merged}")]
     bench = Bench(BenchOptions(models=specs, cache_dir=cache_dir, device="cpu", dtype="float32",
-                               data_dirs={"*": str(zoo.data_dir(cache_dir))},
+                               data_dirs={s: str(zoo.data_dir(cache_dir)) for s in SUITES if s != "smoke"},
                                full=CheckpointSpec.parse(f"full={base_dir}"),
                                retain=CheckpointSpec.parse(f"retain={zoo_family['retain']}")))
     bench.prepare_suites(list(SUITES), {s: ROOT / "thresholds" / f"{s}.yaml" for s in SUITES}, build_zoo=False)
@@ -88,4 +111,4 @@ def test_every_zoo_suite_scores_an_adapter_as_its_merged_model(adapter_and_merge
             if isinstance(result, MetricResult) and math.isfinite(result.value):
                 assert result.value == pytest.approx(other.value, rel=1e-5, abs=1e-5), (suite, name)
                 compared += 1
-    assert compared > 40
+    assert compared > 30

@@ -91,17 +91,23 @@ def split_name(arg: str) -> tuple[str, str]:
     return "", arg
 
 
+def is_checkpoint_folder(folder: Path) -> bool:
+    """A folder that is one checkpoint: a config.json, or a PEFT adapter's config."""
+    return (folder / "config.json").is_file() or (folder / ADAPTER_CONFIG).is_file()
+
+
 def discover(directory: Path | str) -> list[CheckpointSpec]:
     """Every checkpoint below `directory` (`--model-dir`): folders holding a
-    config.json (not searched further) and .gguf files, named by their path
-    relative to `directory` ("/" becomes "-"), in sorted order."""
+    config.json or a PEFT adapter (not searched further) and .gguf files,
+    named by their path relative to `directory` ("/" becomes "-"), in sorted
+    order."""
     root = Path(directory)
     if not root.is_dir():
         raise CheckpointError(root, "--model-dir: not a directory")
     found = []
 
     def walk(folder: Path) -> None:
-        if (folder / "config.json").is_file() and folder != root:
+        if is_checkpoint_folder(folder) and folder != root:
             found.append(folder)
             return
         for child in sorted(folder.iterdir()):
@@ -110,12 +116,13 @@ def discover(directory: Path | str) -> list[CheckpointSpec]:
             elif child.suffix == ".gguf":
                 found.append(child)
 
-    if (root / "config.json").is_file():
+    if is_checkpoint_folder(root):
         found.append(root)
     else:
         walk(root)
     if not found:
-        raise CheckpointError(root, "--model-dir: no checkpoint (a folder with config.json, or a .gguf file) below it")
+        raise CheckpointError(root, "--model-dir: no checkpoint (a folder with config.json or adapter_config.json, or a "
+                                    ".gguf file) below it")
     specs = []
     for path in found:
         relative = path.relative_to(root).with_suffix("") if path.suffix == ".gguf" else path.relative_to(root)
@@ -126,29 +133,32 @@ def discover(directory: Path | str) -> list[CheckpointSpec]:
 
 @dataclass(frozen=True)
 class ResolvedCheckpoint:
-    """A validated checkpoint on disk: an HF directory or a single GGUF file."""
+    """A validated checkpoint on disk: an HF directory, a single GGUF file,
+    or a PEFT adapter folder over its (resolved) base."""
 
-    kind: str  # "hf" or "gguf"
+    kind: str  # "hf", "gguf" or "adapter"
     directory: Path
     gguf_file: str | None
-    files: tuple[Path, ...] = field(default=())  # the files the fingerprint covers
+    files: tuple[Path, ...] = field(default=())  # the files the fingerprint covers (an adapter's: its own and its base's)
+    base: "ResolvedCheckpoint | None" = None  # an adapter's base model
 
     @property
     def display(self) -> str:
         return str(self.directory / self.gguf_file) if self.gguf_file else str(self.directory)
 
 
-def resolve(source: str) -> ResolvedCheckpoint:
+def resolve(source: str, *, base_model: str | None = None) -> ResolvedCheckpoint:
     """Validate a local path, or resolve `hf:ORG/NAME` (from the local HF cache
-    when offline)."""
+    when offline). `base_model` (--base-model) is the base of a PEFT adapter
+    instead of the one its adapter_config.json names."""
     if source.startswith(HUB_PREFIX):
         repo_id = source.removeprefix(HUB_PREFIX)
         if not HUB_ID.match(repo_id):
             raise CheckpointError(source, "expected hf:ORG/NAME for a Hugging Face Hub model")
-        return _resolve_local(_hub_snapshot(repo_id))
+        return _resolve_local(_hub_snapshot(repo_id), base_model)
     path = Path(source).expanduser()
     if path.exists():
-        return _resolve_local(path)
+        return _resolve_local(path, base_model)
     hint = f" (a Hugging Face Hub model is named hf:ORG/NAME, e.g. hf:{source})" if HUB_ID.match(source) else ""
     raise CheckpointError(source, f"no such file or directory{hint}")
 
@@ -177,7 +187,48 @@ def _hub_snapshot(repo_id: str) -> Path:
         ) from None
 
 
-def _resolve_local(path: Path) -> ResolvedCheckpoint:
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def _resolve_adapter(path: Path, base_model: str | None) -> ResolvedCheckpoint:
+    """A PEFT output folder: its adapter files, over the base model its
+    adapter_config.json names (a local folder, or a Hub id from the local
+    cache, resolved like any --model value), or over `base_model`."""
+    config = path / ADAPTER_CONFIG
+    try:
+        settings = json.loads(config.read_text())
+        base_source = settings["base_model_name_or_path"]
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
+        raise CheckpointError(config, f"not a PEFT adapter config with base_model_name_or_path ({exc})") from None
+    weights = [path / n for n in ADAPTER_WEIGHTS if (path / n).is_file()]
+    if not weights:
+        raise CheckpointError(path, f"an adapter folder without adapter weights (expected one of "
+                                    f"{', '.join(ADAPTER_WEIGHTS)})")
+    if weights[0].suffix == ".safetensors":
+        check_safetensors(weights[0])
+    if base_model is not None:
+        base = resolve(base_model)
+    elif isinstance(base_source, str) and Path(base_source).expanduser().exists():
+        base = _resolve_local(Path(base_source).expanduser())
+    elif isinstance(base_source, str) and HUB_ID.match(base_source):
+        try:
+            base = resolve(HUB_PREFIX + base_source)
+        except CheckpointError as exc:
+            raise CheckpointError(config, f"names its base model {base_source!r}, which is not in the local Hugging "
+                                          f"Face cache ({exc.problem}); pass --base-model PATH") from None
+    else:
+        raise CheckpointError(config, f"names its base model {base_source!r}, which is neither a local folder nor a "
+                                      f"Hugging Face Hub id; pass --base-model PATH")
+    if base.kind != "hf":
+        raise CheckpointError(config, f"its base model {base.display} is not a Hugging Face checkpoint directory")
+    own = [config, weights[0], *prompting_files(path)]
+    return ResolvedCheckpoint("adapter", path.resolve(), None, (*(p.resolve() for p in own), *base.files), base)
+
+
+def _resolve_local(path: Path, base_model: str | None = None) -> ResolvedCheckpoint:
+    if (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").is_file():
+        return _resolve_adapter(path, base_model)
     if path.is_file():
         if path.suffix != ".gguf":
             raise CheckpointError(path, "a file checkpoint must be a .gguf file; otherwise pass the checkpoint directory")
@@ -355,8 +406,9 @@ def tokenizer_signature(source: str) -> str | None:
 
 # The Hugging Face backend's checks (backends.py), cheap: no torch.
 def check_source(source: str, *, name: str, settings) -> None:
-    resolve(source)
+    resolve(source, base_model=settings.base_model)
 
 
 def source_fingerprint(source: str, *, name: str, settings) -> str:
-    return fingerprint(resolve(source).files, settings.fingerprint_memo, settings.cache_secret)
+    return fingerprint(resolve(source, base_model=settings.base_model).files, settings.fingerprint_memo,
+                       settings.cache_secret)

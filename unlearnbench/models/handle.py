@@ -22,7 +22,7 @@ import torch
 
 from unlearnbench.errors import NonFiniteOutputError
 from unlearnbench.models.batching import Batcher
-from unlearnbench.models.checkpoint import ResolvedCheckpoint
+from unlearnbench.models.checkpoint import ResolvedCheckpoint, resolve
 from unlearnbench.models.generation import Generator
 from unlearnbench.models.interface import NextToken, SpanScores, TokenScores
 from unlearnbench.models.loading import load_weights
@@ -204,6 +204,6 @@ class ModelHandle(Tokenization):
 
 def load_backend(source: str, *, name: str, settings) -> ModelHandle:
     """The Hugging Face backend's loader (backends.py)."""
-    return ModelHandle.load(source, name=name, device=settings.device, device_map=settings.device_map,
+    return ModelHandle.load(resolve(source, base_model=settings.base_model), name=name, device=settings.device, device_map=settings.device_map,
                             dtype=settings.dtype, batch_size=settings.batch_size,
                             fingerprint_memo=settings.fingerprint_memo, fingerprint_secret=settings.cache_secret)

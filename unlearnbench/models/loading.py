@@ -18,7 +18,7 @@ import torch
 
 from unlearnbench import progress
 from unlearnbench.errors import CheckpointError
-from unlearnbench.models.checkpoint import ResolvedCheckpoint, fingerprint, resolve
+from unlearnbench.models.checkpoint import TOKENIZER_VOCAB_FILES, ResolvedCheckpoint, fingerprint, resolve
 from unlearnbench.models.device import device_map_kind, resolve_device, resolve_dtype
 
 
@@ -50,11 +50,15 @@ def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, d
     where = resolved.display
     # In a sweep the user knows a checkpoint by its name: errors lead with it.
     label = f"{name} ({where})" if name else where
+    # An adapter's weights and config are its base's; its tokenizer its own where it saved one.
+    weights_dir = resolved.base.directory if resolved.kind == "adapter" else resolved.directory
+    tokenizer_dir = resolved.directory if resolved.kind != "adapter" or any(
+        (resolved.directory / f).is_file() for f in TOKENIZER_VOCAB_FILES) else weights_dir
     # One parse of a GGUF file's header for the tokenizer, config and weights.
     with _gguf_parsed_once() if resolved.gguf_file else contextlib.nullcontext():
         try:
-            tokenizer = AutoTokenizer.from_pretrained(str(resolved.directory), **kwargs)
-            config = AutoConfig.from_pretrained(str(resolved.directory), **kwargs)
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), **kwargs)
+            config = AutoConfig.from_pretrained(str(weights_dir), **kwargs)
         except Exception as exc:  # noqa: BLE001 - report any loader failure as one line
             raise CheckpointError(label, f"cannot load tokenizer/config ({type(exc).__name__}: {exc})") from None
         vocab = getattr(config, "vocab_size", None)
@@ -72,14 +76,30 @@ def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, d
                 kwargs["offload_folder"] = tempfile.mkdtemp(prefix="unlearnbench-offload-")
         with progress.step(f"loading {name or Path(where).name} on {placement}"):
             try:
-                model = AutoModelForCausalLM.from_pretrained(str(resolved.directory), dtype=torch_dtype, **kwargs)
+                model = AutoModelForCausalLM.from_pretrained(str(weights_dir), dtype=torch_dtype, **kwargs)
             except Exception as exc:  # noqa: BLE001
                 raise CheckpointError(label, f"cannot load weights: {_load_failure(exc)}") from None
+            if resolved.kind == "adapter":
+                model = _with_adapter(model, resolved.directory, label)
             if device_map is None:
                 model.to(device=torch_device, dtype=torch_dtype)
         return LoadedWeights(model, tokenizer, name=name or Path(where).name, source=where,
                              fingerprint=fingerprint(resolved.files, fingerprint_memo, fingerprint_secret),
                              load_seconds=time.perf_counter() - started, offload_folder=kwargs.get("offload_folder"))
+
+
+def _with_adapter(model, adapter_dir: Path, label: str):
+    """The base model with the PEFT adapter applied, not merged. peft injects
+    the adapter's layers into the base model's own modules, so the base model
+    itself (`get_base_model()`) runs with them: every metric, the decoder
+    blocks activation patching drives included, sees the adapted model."""
+    from peft import PeftModel
+
+    try:
+        adapted = PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=False)
+    except Exception as exc:  # noqa: BLE001 - an adapter that does not fit its base: one line
+        raise CheckpointError(label, f"cannot apply the adapter to its base model ({type(exc).__name__}: {exc})") from None
+    return adapted.get_base_model().eval()
 
 
 @contextlib.contextmanager
