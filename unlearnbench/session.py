@@ -95,6 +95,7 @@ class Bench:
         self._fingerprints: dict[str, str] = {}  # checkpoint path -> fingerprint
         self._started: dict[str, float] = {}  # checkpoint name -> time.monotonic() of its first evaluation
         self.powers: dict[str, list[dict]] = {}  # suite -> its checks' power (Check.power), once per suite
+        self._holm: dict[tuple[str, str], dict[str, float]] = {}  # (checkpoint, suite) -> Holm-adjusted p-values
 
     # ------------------------------------------------------------ validation
     def validate_checkpoints(self) -> None:
@@ -436,19 +437,26 @@ class Bench:
         with seeded(self.options.seed):  # the decision's bootstrap resamples are the metrics' own
             verdict = check.judge(run.metrics, reference, others=others, rule=rule)
             if rule.correction == "holm" and _tested(verdict):
-                family = {}
-                for other in self.gates[suite].values():
-                    if other.enabled and not (other.relative_to and other.or_bound is None
-                                              and self.reference_spec(other.relative_to, suite) is None):
-                        other_reference, other_others = self._judge_inputs(other, suite)
-                        judged = verdict if other is check else other.judge(
-                            run.metrics, other_reference, others=other_others, rule=rule)
-                        if _tested(judged):
-                            family[other.name] = judged.p_value
-                adjusted = holm_adjusted(family, rule.alpha)
+                adjusted = self._holm_adjusted(spec, suite, run)
                 verdict = check.judge(run.metrics, reference, others=others, rule=rule,
                                       p_adjusted=adjusted[check.name])
         return verdict, run
+
+    def _holm_adjusted(self, spec: CheckpointSpec, suite: str, run: SuiteRun) -> dict[str, float]:
+        """Holm-adjusted p-values of the tested checks of `suite` on one
+        checkpoint (its family), computed once per checkpoint and suite."""
+        key = (spec.name, suite)
+        if key not in self._holm:
+            family = {}
+            for check in self.gates[suite].values():
+                if check.enabled and not (check.relative_to and check.or_bound is None
+                                          and self.reference_spec(check.relative_to, suite) is None):
+                    reference, others = self._judge_inputs(check, suite)
+                    judged = check.judge(run.metrics, reference, others=others, rule=self.options.rule)
+                    if _tested(judged):
+                        family[check.name] = judged.p_value
+            self._holm[key] = holm_adjusted(family, self.options.rule.alpha)
+        return self._holm[key]
 
     def power(self, suite: str) -> list[dict]:
         """Each check's power from the suite's reference models (Check.power),
