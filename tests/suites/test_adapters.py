@@ -15,36 +15,51 @@ import torch
 from unlearnbench.errors import CheckpointError
 from unlearnbench.models.checkpoint import CheckpointSpec, discover, resolve
 
-# Every way a suite uses a model, each through the adapted model: generation and teacher-forced
-# scoring (smoke, dusk, wmdp), chat-template replies and next-token distributions (honesty), and
-# activation patching (uds). The other zoo suites call the same model interface.
-SUITES = ("smoke", "dusk", "uds", "honesty", "wmdp")
+# Every suite that runs on the zoo: generation and teacher-forced scoring, chat-template replies
+# and next-token distributions (honesty), activation patching (uds) and attacked copies of the
+# adapted model (robustness quantizes and relearns the adapter merged into its base).
+SUITES = ("smoke", "conceptguard", "dusk", "honesty", "muse", "robustness", "tofu", "uds", "wmdp")
+
+
+def trained_adapter(base_dir, out, *, seed: int, steps: int = 3):
+    """A LoRA adapter over `base_dir` trained for a few steps of gradient ascent on the zoo's forget
+    document (the simplest unlearning recipe), saved as peft saves it; and the same adapter merged
+    into a full checkpoint beside it (`out`-merged)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from unlearnbench.fixtures import corpus
+
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
+    config = LoraConfig(r=4, lora_alpha=16, lora_dropout=0.0, target_modules=["q_proj", "v_proj", "down_proj"])
+    peft_model = get_peft_model(model, config)
+    batch = tokenizer(corpus.generate().forget_document[:8], return_tensors="pt", padding=True)
+    labels = batch.input_ids.masked_fill(batch.attention_mask == 0, -100)
+    optimizer = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=2e-2)
+    for _ in range(steps):
+        (-peft_model(**batch, labels=labels).loss).backward()  # ascent: push the forget document away
+        optimizer.step()
+        optimizer.zero_grad()
+    peft_model.save_pretrained(str(out))
+    merged = out.with_name(out.name + "-merged")
+    peft_model.merge_and_unload().save_pretrained(str(merged))
+    AutoTokenizer.from_pretrained(str(base_dir)).save_pretrained(str(merged))
+    return out, merged
 
 
 @pytest.fixture(scope="module")
 def adapter_and_merged(tmp_path_factory, zoo_family):
-    """A LoRA adapter over the zoo's `full` model, with random (non-zero) B matrices so that it
-    changes the outputs, and the same adapter merged into a full checkpoint."""
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+    """A LoRA adapter trained over the zoo's `full` model, and the same adapter merged into a full
+    checkpoint."""
     root = tmp_path_factory.mktemp("lora")
     base_dir = zoo_family["full"]
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
-    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False)
-    peft_model = get_peft_model(model, config)
-    with torch.no_grad():  # a small step away from the base: the adapter matters, the model stays a model
-        for name, parameter in peft_model.named_parameters():
-            if "lora_B" in name:
-                parameter.mul_(0.05)
-    adapter = root / "adapter"
-    peft_model.save_pretrained(str(adapter))
+    adapter, merged = trained_adapter(base_dir, root / "adapter", seed=0)
     settings = json.loads((adapter / "adapter_config.json").read_text())
     assert settings["base_model_name_or_path"] == str(base_dir)
-    merged = root / "merged"
-    peft_model.merge_and_unload().save_pretrained(str(merged))
-    AutoTokenizer.from_pretrained(str(base_dir)).save_pretrained(str(merged))
     return adapter, merged, base_dir
 
 
@@ -54,7 +69,7 @@ def test_an_adapter_folder_resolves_to_its_base_and_its_fingerprint_covers_both(
     assert resolved.kind == "adapter" and resolved.base.directory == base_dir.resolve()
     names = {p.name for p in resolved.files}
     assert {"adapter_config.json", "adapter_model.safetensors", "model.safetensors", "config.json"} <= names
-    assert [s.name for s in discover(adapter.parent)] == ["adapter", "merged"]  # --model-dir finds adapters too
+    assert [s.name for s in discover(adapter.parent)] == ["adapter", "adapter-merged"]  # --model-dir finds adapters too
     # A base that is neither a folder nor a cached Hub model: one line naming the file and what to do.
     broken = tmp_path / "broken"
     broken.mkdir()
@@ -112,3 +127,45 @@ def test_every_zoo_suite_scores_an_adapter_as_its_merged_model(adapter_and_merge
                 assert result.value == pytest.approx(other.value, rel=1e-5, abs=1e-5), (suite, name)
                 compared += 1
     assert compared > 30
+
+
+def test_adapters_over_one_base_share_its_loaded_weights(zoo_family, cache_dir, tmp_path):
+    """Four adapters over one base in one sweep: the base is loaded once and each adapter in turn is
+    applied to it and taken off again, so the process holds the references, one base and one adapter;
+    each adapter still scores as its own merged model (the base comes back clean, the right adapter
+    is the active one), activation patching included."""
+    from conftest import ROOT
+
+    from unlearnbench.fixtures import zoo
+    from unlearnbench.metrics.core import MetricResult
+    from unlearnbench.session import Bench, BenchOptions
+
+    base_dir = zoo_family["full"]
+    pairs = [trained_adapter(base_dir, tmp_path / f"lora{seed}", seed=seed, steps=2 + seed) for seed in range(4)]
+    suites = ["smoke", "uds"]
+    specs = [CheckpointSpec.parse(f"lora{i}={adapter}") for i, (adapter, _) in enumerate(pairs)]
+    merged_specs = [CheckpointSpec.parse(f"merged{i}={merged}") for i, (_, merged) in enumerate(pairs)]
+    bench = Bench(BenchOptions(models=specs + merged_specs, cache_dir=cache_dir, device="cpu", dtype="float32",
+                               data_dirs={"uds": str(zoo.data_dir(cache_dir))},
+                               full=CheckpointSpec.parse(f"full={base_dir}"),
+                               retain=CheckpointSpec.parse(f"retain={zoo_family['retain']}")))
+    bench.prepare_suites(suites, {s: ROOT / "thresholds" / f"{s}.yaml" for s in suites}, build_zoo=False)
+    base_models, live = [], []
+    for spec in specs:
+        for suite in suites:
+            bench.run(spec, suite)
+        handle = bench.handle(spec)
+        base_models.append(handle.model)
+        live.append(len({id(h.model) for h in bench._handles.values()}))
+        bench.release(spec)
+    assert all(model is base_models[0] for model in base_models), "each adapter loaded its base again"
+    assert max(live) <= 3, live  # full + retain + the shared base under the adapter under test
+    for spec, merged in zip(specs, merged_specs):
+        for suite in suites:
+            ours, theirs = bench.run(spec, suite).metrics, bench.run(merged, suite).metrics
+            for name, result in ours.items():
+                if isinstance(result, MetricResult) and math.isfinite(result.value):
+                    assert result.value == pytest.approx(theirs[name].value, rel=1e-5, abs=1e-5), (spec.name, name)
+    # The adapters differ from each other (else sharing could not be told from not switching).
+    values = {round(bench.run(spec, "smoke").metrics["mean_token_logprob"].value, 6) for spec in specs}
+    assert len(values) == 4, values
