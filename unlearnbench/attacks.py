@@ -66,7 +66,7 @@ def attacked_dir(root: Path, fingerprint: str, attack: Attack) -> Path:
 
 def build(source, out: Path, attack: Attack) -> Path:
     """Write the attacked checkpoint of `source` (a models.checkpoint.ResolvedCheckpoint:
-    an HF directory or a GGUF file) to `out`, atomically (a temporary folder
+    an HF directory, a GGUF file or a PEFT adapter over its base) to `out`, atomically (a temporary folder
     renamed), unless it is there already. The caller holds `out`'s lock."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -76,11 +76,16 @@ def build(source, out: Path, attack: Attack) -> Path:
         return out
     hf_logging.disable_progress_bar()  # pytest output is for verdicts, not load bars
     kwargs = {"gguf_file": source.gguf_file} if source.gguf_file else {}
-    tokenizer = AutoTokenizer.from_pretrained(str(source.directory), **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(str(source.tokenizer_directory), **kwargs)
     # Quantization keeps the checkpoint's own dtype (a bf16 model needs half the memory of float32);
     # relearning trains its LoRA weights in float32.
     dtype = torch.float32 if attack.name == "relearn" else "auto"
-    model = AutoModelForCausalLM.from_pretrained(str(source.directory), dtype=dtype, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(str(source.weights_directory), dtype=dtype, **kwargs)
+    if source.kind == "adapter":
+        from peft import PeftModel
+
+        # The attack acts on the weights the adapted model runs with: the adapter merged into its base.
+        model = PeftModel.from_pretrained(model, str(source.directory)).merge_and_unload()
     if attack.name == "quant4":
         quantize_nf4(model)
     elif attack.name == "quant8":

@@ -213,7 +213,7 @@ class Bench:
                                     "hold in this process")
         out = attacks.attacked_dir(self.options.cache_dir, model.fingerprint, attack)
         with file_lock(out.with_name(out.name + ".lock")), progress.step(f"{model.name}: {attack.name} attack"):
-            attacks.build(resolve(path), out, attack)
+            attacks.build(resolve(path, base_model=self.options.base_model), out, attack)
         spec = CheckpointSpec(name=f"{model.name}+{attack.name}", source=str(out))
         handle = self.handle(spec)
         try:

@@ -311,13 +311,13 @@ def test_release_frees_the_weights_and_collects_only_after_large_ones(random_lla
     import gc
     import weakref
 
-    import unlearnbench.models.handle as handle_module
+    import unlearnbench.models.loading as loading_module
     from unlearnbench.models.handle import ModelHandle
 
     handle = ModelHandle.load(str(random_llama_dir), device="cpu")
     handle.generate(TEXTS, max_new_tokens=4)
     weights = [weakref.ref(p) for p in handle.model.parameters()]
-    monkeypatch.setattr(handle_module, "COLLECT_AFTER_RELEASING_BYTES", threshold)
+    monkeypatch.setattr(loading_module, "COLLECT_AFTER_RELEASING_BYTES", threshold)
     calls = []
     monkeypatch.setattr(gc, "collect", lambda *a: calls.append(a) or 0)
     handle.release()

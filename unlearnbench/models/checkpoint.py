@@ -146,6 +146,18 @@ class ResolvedCheckpoint:
     def display(self) -> str:
         return str(self.directory / self.gguf_file) if self.gguf_file else str(self.directory)
 
+    @property
+    def weights_directory(self) -> Path:
+        """Where the model's config and weights are: an adapter's are its base's."""
+        return self.base.directory if self.kind == "adapter" else self.directory
+
+    @property
+    def tokenizer_directory(self) -> Path:
+        """An adapter's tokenizer is its own where it saved one, else its base's."""
+        if self.kind == "adapter" and not any((self.directory / f).is_file() for f in TOKENIZER_VOCAB_FILES):
+            return self.base.directory
+        return self.directory
+
 
 def resolve(source: str, *, base_model: str | None = None) -> ResolvedCheckpoint:
     """Validate a local path, or resolve `hf:ORG/NAME` (from the local HF cache

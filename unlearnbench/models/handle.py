@@ -14,7 +14,6 @@ weights.
 from __future__ import annotations
 
 import inspect
-import shutil
 from pathlib import Path
 from typing import Collection, Sequence
 
@@ -25,13 +24,10 @@ from unlearnbench.models.batching import Batcher
 from unlearnbench.models.checkpoint import ResolvedCheckpoint, resolve
 from unlearnbench.models.generation import Generator
 from unlearnbench.models.interface import NextToken, SpanScores, TokenScores
-from unlearnbench.models.loading import load_weights
+from unlearnbench.models.loading import free_weights, load_weights
 from unlearnbench.models.patching import Patcher
 from unlearnbench.models.scoring import Scorer
 from unlearnbench.models.tokenization import Tokenization
-
-# Releasing weights of at least this size also runs a full garbage collection.
-COLLECT_AFTER_RELEASING_BYTES = 256 * 2**20
 
 
 class FiniteLogitsCheck:
@@ -64,11 +60,13 @@ class FiniteLogitsCheck:
 
 class ModelHandle(Tokenization):
     def __init__(self, model: torch.nn.Module, tokenizer, *, name: str, source: str, fingerprint: str,
-                 batch_size: int | None = None, load_seconds: float = 0.0, offload_folder: str | None = None):
+                 batch_size: int | None = None, load_seconds: float = 0.0, offload_folder: str | None = None,
+                 detach=None):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name, self.source, self.fingerprint = name, source, fingerprint
         self.load_seconds, self.offload_folder = load_seconds, offload_folder
+        self._detach = detach  # an adapter's: takes it off its base instead of freeing the base (loading.SharedBase)
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         forward = inspect.signature(model.forward).parameters
@@ -80,7 +78,7 @@ class ModelHandle(Tokenization):
                                    keeps_logits=keeps_logits)
         self.patcher = Patcher(model, self.batcher, pad_id=tokenizer.pad_token_id, name=name, cache_kwarg=cache_kwarg)
         self.finite_check = FiniteLogitsCheck(name)
-        model.register_forward_hook(self.finite_check, with_kwargs=True)
+        self._finite_hook = model.register_forward_hook(self.finite_check, with_kwargs=True)
 
     @classmethod
     def load(cls, source: str | ResolvedCheckpoint, *, name: str | None = None, device: str = "auto",
@@ -90,29 +88,18 @@ class ModelHandle(Tokenization):
         w = load_weights(source, name=name, device=device, dtype=dtype, fingerprint_memo=fingerprint_memo,
                          fingerprint_secret=fingerprint_secret, device_map=device_map)
         return cls(w.model, w.tokenizer, name=w.name, source=w.source, fingerprint=w.fingerprint,
-                   batch_size=batch_size, load_seconds=w.load_seconds, offload_folder=w.offload_folder)
+                   batch_size=batch_size, load_seconds=w.load_seconds, offload_folder=w.offload_folder,
+                   detach=w.detach)
 
     def release(self) -> None:
         """Free the weights now (also on the GPU), even if something still holds
-        this handle: the model's parameters move to the meta device."""
-        import gc
-
-        on_gpu = any(p.device.type == "cuda" for p in self.model.parameters())
-        weight_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
-        if getattr(self.model, "hf_device_map", None) is not None:
-            from accelerate.hooks import remove_hook_from_submodules
-
-            remove_hook_from_submodules(self.model)  # dispatched models refuse .to() while hooked
-        self.model.to("meta")
-        if self.offload_folder:
-            shutil.rmtree(self.offload_folder, ignore_errors=True)
-        # Moving to meta frees the weights at once; a full collection (~0.4 s
-        # in a pytest process) only frees what reference cycles still hold,
-        # worth it for weights that matter to memory, not for tiny models.
-        if on_gpu or weight_bytes >= COLLECT_AFTER_RELEASING_BYTES:
-            gc.collect()
-        if on_gpu:
-            torch.cuda.empty_cache()
+        this handle: the model's parameters move to the meta device. An
+        adapter's base is kept instead, the adapter taken off (loading.SharedBase)."""
+        self._finite_hook.remove()  # a shared base's next handle checks its logits under its own name
+        if self._detach is not None:
+            self._detach()
+        else:
+            free_weights(self.model, self.offload_folder)
 
     # ------------------------------------------------------------- the protocol
     def token_logprobs(self, sequences: Sequence[Sequence[int]], target_starts: Sequence[int], *,

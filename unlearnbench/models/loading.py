@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import os
 import re
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
 from unlearnbench import progress
 from unlearnbench.errors import CheckpointError
-from unlearnbench.models.checkpoint import TOKENIZER_VOCAB_FILES, ResolvedCheckpoint, fingerprint, resolve
+from unlearnbench.models.checkpoint import ResolvedCheckpoint, fingerprint, resolve
 from unlearnbench.models.device import device_map_kind, resolve_device, resolve_dtype
 
 
@@ -31,6 +34,71 @@ class LoadedWeights:
     fingerprint: str
     load_seconds: float
     offload_folder: str | None = None  # weights of modules a device map puts on "disk"
+    # An adapter's: takes the adapter off its base and keeps the base for the next adapter (SharedBase).
+    detach: Callable[[], None] | None = None
+
+
+# Releasing weights of at least this size also runs a full garbage collection.
+COLLECT_AFTER_RELEASING_BYTES = 256 * 2**20
+
+
+def free_weights(model: torch.nn.Module, offload_folder: str | None = None) -> None:
+    """Free a model's weights now (also on the GPU), even if something still
+    holds the model: its parameters move to the meta device."""
+    on_gpu = any(p.device.type == "cuda" for p in model.parameters())
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    if getattr(model, "hf_device_map", None) is not None:
+        from accelerate.hooks import remove_hook_from_submodules
+
+        remove_hook_from_submodules(model)  # dispatched models refuse .to() while hooked
+    model.to("meta")
+    if offload_folder:
+        shutil.rmtree(offload_folder, ignore_errors=True)
+    # Moving to meta frees the weights at once; a full collection (~0.4 s
+    # in a pytest process) only frees what reference cycles still hold,
+    # worth it for weights that matter to memory, not for tiny models.
+    if on_gpu or weight_bytes >= COLLECT_AFTER_RELEASING_BYTES:
+        gc.collect()
+    if on_gpu:
+        torch.cuda.empty_cache()
+
+
+class SharedBase:
+    """The base model of the adapter released last in this process, kept
+    (adapter taken off) for the next adapter over the same base: a sweep of
+    N adapters over one base loads it once and holds one base and one
+    adapter, not N bases in turn. One base is kept at most, and none while a
+    full checkpoint loads, so a sweep's memory stays what it is without
+    adapters. A base still under a live adapter is never shared: a second
+    live adapter over it (an adapter reference model) gets its own copy."""
+
+    def __init__(self):
+        self._kept: tuple[tuple, torch.nn.Module] | None = None
+
+    def take(self, key: tuple) -> torch.nn.Module | None:
+        """The kept base if it is the one `key` names (then no longer kept), else None."""
+        if self._kept is not None and self._kept[0] == key:
+            model, self._kept = self._kept[1], None
+            return model
+        return None
+
+    def keep(self, key: tuple, model: torch.nn.Module) -> None:
+        self.drop()
+        self._kept = (key, model)
+
+    def drop(self) -> None:
+        if self._kept is not None:
+            model, self._kept = self._kept[1], None
+            free_weights(model)
+
+
+SHARED_BASE = SharedBase()
+
+
+def _base_key(resolved: ResolvedCheckpoint, dtype: torch.dtype, device: torch.device) -> tuple:
+    """What makes a loaded base reusable: the same base files, unchanged, in the same dtype and place."""
+    files = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in resolved.base.files)
+    return files, str(dtype), str(device)
 
 
 def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, device: str = "auto",
@@ -50,10 +118,7 @@ def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, d
     where = resolved.display
     # In a sweep the user knows a checkpoint by its name: errors lead with it.
     label = f"{name} ({where})" if name else where
-    # An adapter's weights and config are its base's; its tokenizer its own where it saved one.
-    weights_dir = resolved.base.directory if resolved.kind == "adapter" else resolved.directory
-    tokenizer_dir = resolved.directory if resolved.kind != "adapter" or any(
-        (resolved.directory / f).is_file() for f in TOKENIZER_VOCAB_FILES) else weights_dir
+    weights_dir, tokenizer_dir = resolved.weights_directory, resolved.tokenizer_directory
     # One parse of a GGUF file's header for the tokenizer, config and weights.
     with _gguf_parsed_once() if resolved.gguf_file else contextlib.nullcontext():
         try:
@@ -74,32 +139,55 @@ def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, d
             if isinstance(device_map, dict) and "disk" in device_map.values():
                 # Modules mapped to "disk" are read from here at each use.
                 kwargs["offload_folder"] = tempfile.mkdtemp(prefix="unlearnbench-offload-")
-        with progress.step(f"loading {name or Path(where).name} on {placement}"):
-            try:
-                model = AutoModelForCausalLM.from_pretrained(str(weights_dir), dtype=torch_dtype, **kwargs)
-            except Exception as exc:  # noqa: BLE001
-                raise CheckpointError(label, f"cannot load weights: {_load_failure(exc)}") from None
+        # A base under a device map is spread over devices for this one model: never shared.
+        base_key = _base_key(resolved, torch_dtype, torch_device) if resolved.kind == "adapter" and \
+            device_map is None else None
+        model = SHARED_BASE.take(base_key) if base_key is not None else None
+        if resolved.kind != "adapter":
+            SHARED_BASE.drop()
+        detach = None
+        with progress.step(f"loading {name or Path(where).name} on {placement}"
+                           + (" (its base already loaded)" if model is not None else "")):
+            if model is None:
+                try:
+                    model = AutoModelForCausalLM.from_pretrained(str(weights_dir), dtype=torch_dtype, **kwargs)
+                except Exception as exc:  # noqa: BLE001
+                    raise CheckpointError(label, f"cannot load weights: {_load_failure(exc)}") from None
             if resolved.kind == "adapter":
-                model = _with_adapter(model, resolved.directory, label)
+                model, detach = _with_adapter(model, resolved.directory, label, base_key)
             if device_map is None:
                 model.to(device=torch_device, dtype=torch_dtype)
         return LoadedWeights(model, tokenizer, name=name or Path(where).name, source=where,
                              fingerprint=fingerprint(resolved.files, fingerprint_memo, fingerprint_secret),
-                             load_seconds=time.perf_counter() - started, offload_folder=kwargs.get("offload_folder"))
+                             load_seconds=time.perf_counter() - started, offload_folder=kwargs.get("offload_folder"),
+                             detach=detach)
 
 
-def _with_adapter(model, adapter_dir: Path, label: str):
-    """The base model with the PEFT adapter applied, not merged. peft injects
-    the adapter's layers into the base model's own modules, so the base model
-    itself (`get_base_model()`) runs with them: every metric, the decoder
-    blocks activation patching drives included, sees the adapted model."""
+def _with_adapter(base: torch.nn.Module, adapter_dir: Path, label: str, base_key: tuple | None):
+    """The base model with the PEFT adapter applied, not merged, and the
+    function that takes the adapter off again. peft injects the adapter's
+    layers into the base model's own modules, so the base model itself
+    (`get_base_model()`) runs with them: every metric, the decoder blocks
+    activation patching drives included, sees the adapted model. Taking it
+    off (`unload()`, no merge) leaves the base's own weights as loaded; the
+    base is then kept for the next adapter (SharedBase) where `base_key` says
+    it may be, else freed."""
     from peft import PeftModel
 
     try:
-        adapted = PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=False)
+        adapted = PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=False)
     except Exception as exc:  # noqa: BLE001 - an adapter that does not fit its base: one line
+        free_weights(base)  # half-applied: not a base to share
         raise CheckpointError(label, f"cannot apply the adapter to its base model ({type(exc).__name__}: {exc})") from None
-    return adapted.get_base_model().eval()
+
+    def detach() -> None:
+        clean = adapted.unload()
+        if base_key is None:
+            free_weights(clean)
+        else:
+            SHARED_BASE.keep(base_key, clean)
+
+    return adapted.get_base_model().eval(), detach
 
 
 @contextlib.contextmanager
