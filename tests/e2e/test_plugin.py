@@ -196,8 +196,11 @@ def test_cli_preflight_prints_each_checks_power_from_the_references_alone(zoo_fa
     verbatim = next(line for line in lines if "dusk.verbatim_forgotten" in line)
     assert verbatim.startswith("underpowered: dusk.verbatim_forgotten can tell differences >= 0.1")
     assert "n=19 items; its margin is 0.05; ~" in verbatim
-    # WMDP's forget checks are held to the looser absolute bound 0.3: 24 questions can tell that.
-    assert any(line.startswith("ok: wmdp.bio_forgotten") and "its margin is 0.3" in line for line in lines)
+    # WMDP's forget checks are held to the looser absolute bound 0.3 (the retain model answers at most a
+    # question or two of 24, so the margin is 0.3 less that): 24 questions can tell it.
+    bio = next(line for line in lines if "wmdp.bio_forgotten" in line)
+    assert bio.startswith("ok: wmdp.bio_forgotten"), bio
+    assert 0.2 <= float(bio.rsplit("its margin is ", 1)[1]) <= 0.3, bio
     assert lines[-1].endswith("underpowered check(s) at alpha 0.05 (see docs/verdicts.md)")
     assert main(["preflight", "--suite", "nope"]) == 2
 

@@ -169,3 +169,18 @@ def test_adapters_over_one_base_share_its_loaded_weights(zoo_family, cache_dir, 
     # The adapters differ from each other (else sharing could not be told from not switching).
     values = {round(bench.run(spec, "smoke").metrics["mean_token_logprob"].value, 6) for spec in specs}
     assert len(values) == 4, values
+
+
+def test_an_adapter_over_a_base_of_another_shape_fails_its_checkpoint_in_one_line(adapter_and_merged, smoke_lm_dir):
+    """--base-model naming a model the adapter was not trained for: the load fails with one line
+    naming the adapter, not a page of peft's tensor shapes."""
+    from unlearnbench.models.handle import ModelHandle
+
+    adapter, _, _ = adapter_and_merged
+    with pytest.raises(CheckpointError) as raised:
+        ModelHandle.load(resolve(str(adapter), base_model=str(smoke_lm_dir)), name="lora", device="cpu")
+    message = str(raised.value)
+    assert message.startswith("checkpoint lora (") and "cannot apply the adapter to its base model" in message, message
+    # It says what does not fit and where the base came from, and what to do.
+    assert "q_proj" in message and str(smoke_lm_dir) in message and "--base-model" in message, message
+    assert "\n" not in message, message
