@@ -154,7 +154,7 @@ def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, d
                 except Exception as exc:  # noqa: BLE001
                     raise CheckpointError(label, f"cannot load weights: {_load_failure(exc)}") from None
             if resolved.kind == "adapter":
-                model, detach = _with_adapter(model, resolved.directory, label, base_key)
+                model, detach = _with_adapter(model, resolved.directory, weights_dir, label, base_key)
             if device_map is None:
                 model.to(device=torch_device, dtype=torch_dtype)
         return LoadedWeights(model, tokenizer, name=name or Path(where).name, source=where,
@@ -163,7 +163,7 @@ def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, d
                              detach=detach)
 
 
-def _with_adapter(base: torch.nn.Module, adapter_dir: Path, label: str, base_key: tuple | None):
+def _with_adapter(base: torch.nn.Module, adapter_dir: Path, base_dir: Path, label: str, base_key: tuple | None):
     """The base model with the PEFT adapter applied, not merged, and the
     function that takes the adapter off again. peft injects the adapter's
     layers into the base model's own modules, so the base model itself
@@ -178,7 +178,8 @@ def _with_adapter(base: torch.nn.Module, adapter_dir: Path, label: str, base_key
         adapted = PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=False)
     except Exception as exc:  # noqa: BLE001 - an adapter that does not fit its base: one line
         free_weights(base)  # half-applied: not a base to share
-        raise CheckpointError(label, f"cannot apply the adapter to its base model ({type(exc).__name__}: {exc})") from None
+        raise CheckpointError(label, f"cannot apply the adapter to its base model {base_dir}: "
+                                     f"{_adapter_misfit(exc)}; --base-model names the model it was trained on") from None
 
     def detach() -> None:
         clean = adapted.unload()
@@ -219,6 +220,19 @@ def _gguf_parsed_once():
         yield
     finally:
         gguf.GGUFReader, gguf.get_tensor_name_map = parse, name_table
+
+
+def _adapter_misfit(exc: Exception) -> str:
+    """One line for an adapter that does not fit its base: the first tensor
+    whose shape differs (torch lists every one, a page per adapter), or the
+    first line of any other failure."""
+    found = re.search(r"size mismatch for ([\w.]+): copying a param with shape (torch\.Size\(\[[^\]]*\]\)) from "
+                      r"checkpoint, the shape in current model is (torch\.Size\(\[[^\]]*\]\))", str(exc))
+    if found:
+        tensor = found.group(1).removeprefix("base_model.model.").replace(".default.", ".")
+        return (f"it was trained for a model of another shape ({tensor} is {found.group(2)} in the adapter, "
+                f"{found.group(3)} in this base)")
+    return _load_failure(exc)
 
 
 def _load_failure(exc: Exception) -> str:
