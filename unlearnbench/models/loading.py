@@ -226,8 +226,8 @@ def _adapter_misfit(exc: Exception) -> str:
     """One line for an adapter that does not fit its base: the first tensor
     whose shape differs (torch lists every one, a page per adapter), or the
     first line of any other failure."""
-    found = re.search(r"size mismatch for ([\w.]+): copying a param with shape (torch\.Size\(\[[^\]]*\]\)) from "
-                      r"checkpoint, the shape in current model is (torch\.Size\(\[[^\]]*\]\))", str(exc))
+    found = re.search(r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\((\[[^\]]*\])\) from "
+                      r"checkpoint, the shape in current model is torch\.Size\((\[[^\]]*\])\)", str(exc))
     if found:
         tensor = found.group(1).removeprefix("base_model.model.").replace(".default.", ".")
         return (f"it was trained for a model of another shape ({tensor} is {found.group(2)} in the adapter, "
