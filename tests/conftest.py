@@ -213,6 +213,20 @@ def zoo_family(cache_dir):
     return zoo.build_many(zoo.FAMILY, cache_dir)
 
 
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's chromium for playwright: a failure on CI (which installs it), a skip elsewhere."""
+    import shutil
+
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must install Debian's chromium (.ci/run does)")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    pytest.importorskip("playwright", reason="pip install playwright (the dev extra has it)")
+    return path
+
+
 def nan_checkpoint(source: Path, target: Path, tensor: str = "model.layers.0.mlp.down_proj.weight") -> Path:
     """A copy of `source` with one 2-D weight set to NaN (a diverged training run).
     Through numpy: the end-to-end tests keep torch out of their own process."""

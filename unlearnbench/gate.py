@@ -30,7 +30,7 @@ class Gate:
         record = {
             "suite": self.suite,
             "check": name,
-            "checkpoint": {"name": self.checkpoint.name},
+            "checkpoint": self._identity(),
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
             "thresholds_file": str(bench.gates[self.suite][name].source) if name in bench.gates[self.suite] else None,
         }
@@ -53,7 +53,7 @@ class Gate:
             pytest.fail(record["error"], pytrace=False)
         record["verdict"] = verdict.to_dict()
         if run is not None:  # None: skipped without evaluating (its reference model is not given)
-            record["checkpoint"] = run.checkpoint | {"name": self.checkpoint.name}
+            record["checkpoint"] = run.checkpoint | self._identity()
         key = (self.checkpoint.name, self.suite)
         if run is not None and key not in self.state.sent_metrics:  # metrics travel once per checkpoint and suite
             self.state.sent_metrics.add(key)
@@ -65,6 +65,9 @@ class Gate:
         if run is not None and self.suite not in self.state.sent_preflights:  # once per suite
             self.state.sent_preflights.add(self.suite)
             record["preflight"] = bench.powers.get(self.suite, [])
+        if run is not None and self.checkpoint.series is not None and self.suite not in self.state.sent_reference_values:
+            self.state.sent_reference_values.add(self.suite)  # once per suite: a training run's curve reads them
+            record["reference_values"] = bench.reference_values(self.suite)
         if verdict.relative_to and verdict.outcome not in ("skip", "error"):
             reference = bench.reference_run(verdict.relative_to, self.suite)
             record["references"] = {verdict.relative_to: reference.checkpoint}
@@ -113,6 +116,12 @@ class Gate:
                                   f"{r['worse_by']:.4g} > {r['allowed']:.4g}"
                                   + (f" (distance to its ideal {r['ideal']:.4g})" if "ideal" in r else "")
                                   for r in bad), pytrace=False)
+
+    def _identity(self) -> dict:
+        """The checkpoint's name, and its series and step where it is a step of a training run."""
+        spec = self.checkpoint
+        series = {"series": spec.series, "step": spec.step} if spec.series is not None else {}
+        return {"name": spec.name, **series}
 
     def _send(self, record: dict) -> None:
         self.node.user_properties.append((RECORD_KEY, json.dumps(record)))

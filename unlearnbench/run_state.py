@@ -60,6 +60,7 @@ class RunState:
         self.bench = None
         self.sent_metrics: set[tuple[str, str]] = set()
         self.sent_preflights: set[str] = set()  # suites whose power preflight went to the report
+        self.sent_reference_values: set[str] = set()  # suites whose reference values went to the report
         self.report: dict | None = None
         self.report_files = None  # report/schema.py ReportFiles, once written
         self.startup_error: str | None = None

@@ -106,7 +106,8 @@ class Bench:
             raise CheckpointError(", ".join(dupes), "two --model entries share this name; name them with NAME=PATH")
         specs = [spec for spec in [*self.options.models, self.options.full, self.options.retain] if spec is not None]
         for spec in specs:
-            if spec.zoo is None:
+            # A training run's step saved incompletely fails its own checks when it loads; its series goes on.
+            if spec.zoo is None and spec.series is None:
                 backend_for(spec.source).check_source(spec.source, name=spec.name, settings=self.load_settings)
         unknown = sorted(set(self.options.tokenizers) - {spec.name for spec in specs})
         if unknown:
@@ -395,6 +396,20 @@ class Bench:
                 self._broken[key[0]] = exc  # every check relative to it fails with this line
                 raise
         return self._runs[key]
+
+    def reference_values(self, suite: str) -> dict[str, dict[str, float]]:
+        """{role: {metric: value}} of the suite's reference models that
+        evaluate (a broken one is left out): what an unlearning curve reads
+        its steps against (report/curves.py)."""
+        out = {}
+        for role in REFERENCE_ROLES:
+            try:
+                run = self.reference_run(role, suite)
+            except UnlearnbenchError:
+                continue
+            if run is not None:
+                out[role] = {name: m.value for name, m in run.metrics.items() if isinstance(m, MetricResult)}
+        return out
 
     def _evaluate(self, handle, suite: str) -> SuiteRun:
         import torch

@@ -63,6 +63,10 @@ class CheckpointSpec:
     name: str
     source: str
     zoo: str | None = None
+    # A step of a training run (`checkpoint-<step>/` folders of one run, found by --model-dir):
+    # ranked as one candidate with its run's other steps, drawn as its unlearning curve.
+    series: str | None = None
+    step: int | None = None
 
     @classmethod
     def parse(cls, arg: str) -> "CheckpointSpec":
@@ -96,22 +100,35 @@ def is_checkpoint_folder(folder: Path) -> bool:
     return (folder / "config.json").is_file() or (folder / ADAPTER_CONFIG).is_file()
 
 
+# A Hugging Face Trainer's checkpoint folder: `output_dir/checkpoint-<global step>/`.
+TRAINER_STEP = re.compile(r"^checkpoint-(\d+)$")
+
+
 def discover(directory: Path | str) -> list[CheckpointSpec]:
     """Every checkpoint below `directory` (`--model-dir`): folders holding a
     config.json or a PEFT adapter (not searched further) and .gguf files,
     named by their path relative to `directory` ("/" becomes "-"), in sorted
-    order."""
+    order. A folder's `checkpoint-<step>/` subfolders (a Trainer's output
+    folder) are the steps of one series named after that folder, in step
+    order; each is a step even without its weights, so that a step saved
+    incompletely fails its own checks instead of vanishing from the curve."""
     root = Path(directory)
     if not root.is_dir():
         raise CheckpointError(root, "--model-dir: not a directory")
-    found = []
+    found: list[Path] = []
 
     def walk(folder: Path) -> None:
         if is_checkpoint_folder(folder) and folder != root:
             found.append(folder)
             return
-        for child in sorted(folder.iterdir()):
-            if child.is_dir() and not child.name.startswith("."):
+        children = [c for c in folder.iterdir() if not c.name.startswith(".")]
+        steps = sorted((c for c in children if c.is_dir() and TRAINER_STEP.match(c.name)),
+                       key=lambda c: int(TRAINER_STEP.match(c.name).group(1)))
+        found.extend(steps)
+        for child in sorted(children):
+            if child in steps:
+                continue
+            if child.is_dir():
                 walk(child)
             elif child.suffix == ".gguf":
                 found.append(child)
@@ -121,13 +138,18 @@ def discover(directory: Path | str) -> list[CheckpointSpec]:
     else:
         walk(root)
     if not found:
-        raise CheckpointError(root, "--model-dir: no checkpoint (a folder with config.json or adapter_config.json, or a "
-                                    ".gguf file) below it")
+        raise CheckpointError(root, "--model-dir: no checkpoint (a folder with config.json or adapter_config.json, "
+                                    "a checkpoint-<step> folder, or a .gguf file) below it")
     specs = []
     for path in found:
         relative = path.relative_to(root).with_suffix("") if path.suffix == ".gguf" else path.relative_to(root)
-        name = "-".join(relative.parts) or root.name
-        specs.append(CheckpointSpec(name=name, source=str(path)))
+        step = TRAINER_STEP.match(path.name) if path.is_dir() and path != root else None
+        if step:
+            series = "-".join(relative.parts[:-1]) or root.name
+            specs.append(CheckpointSpec(name=f"{series}-{path.name}", source=str(path), series=series,
+                                        step=int(step.group(1))))
+        else:
+            specs.append(CheckpointSpec(name="-".join(relative.parts) or root.name, source=str(path)))
     return specs
 
 

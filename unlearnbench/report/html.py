@@ -24,6 +24,7 @@ import gzip
 import html
 import json
 
+from unlearnbench.report.curves import series_figures
 from unlearnbench.report.text import SYMBOLS, bound_text, evidence_line, forget_text, half_width, utility_text
 from unlearnbench.report.verdicts import assess, suite_counts
 from unlearnbench.report.view import suite_views
@@ -158,7 +159,8 @@ def _banner(report: dict, a: dict) -> str:
     lines = [f"<b>{len(candidates)} candidate checkpoint{'s' if len(candidates) != 1 else ''}: "
              f"{counts['pass']} pass the gate, {counts['fail']} fail, {counts['inconclusive']} inconclusive.</b>"]
     if best:
-        lines.append(f"Best ranked: <b>{_e(best['checkpoint'])}</b> ({_e(best['verdict'].upper())}, "
+        name = f"{best['series']} at step {best['step']}" if best.get("series") else best["checkpoint"]
+        lines.append(f"Best ranked: <b>{_e(name)}</b> ({_e(best['verdict'].upper())}, "
                      f"{best['passed']}/{len(board['shared_checks'])} shared checks passed).")
     if a["retain_fails"]:
         lines.append(f"The retain model itself fails {len(a['retain_fails'])} check"
@@ -170,6 +172,8 @@ def _banner(report: dict, a: dict) -> str:
 def _verdict_table(report: dict, a: dict) -> str:
     verdicts, board = a["verdicts"], a["ranking"]
     ranked = {r["checkpoint"]: r for r in board["rows"]}
+    series_rank = {r["series"]: r["rank"] for r in board["rows"] if r.get("series")}
+    steps = {s["checkpoint"]: (series, s) for series, rows in (board.get("series") or {}).items() for s in rows}
     unranked = {r["checkpoint"]: r["reason"] for r in board["unranked"]}
     suites = list(dict.fromkeys(s for n in a["order"] for s in report["checkpoints"][n]["suites"]))
     head = "".join(f"<th>{_e(s)}</th>" for s in suites)
@@ -178,6 +182,13 @@ def _verdict_table(report: dict, a: dict) -> str:
         v = verdicts[name]
         r = ranked.get(name)
         rank = str(r["rank"]) if r else ("ref" if v["role"] else "–")
+        step_note = ""
+        if name in steps:  # a training run's step: its series is ranked once, at its best step
+            series, r = steps[name]
+            best = ranked.get(name)
+            rank = str(series_rank[series]) if best else f"({series_rank[series]})"
+            step_note = (f' <span class="badge">{_e(series)} step {r["step"]}'
+                         f'{", best" if best else ""}</span>')
         cells = []
         for suite in suites:
             c = v["suites"].get(suite)
@@ -192,13 +203,23 @@ def _verdict_table(report: dict, a: dict) -> str:
         else:
             why = f"{v['role']} model: anchor, not ranked" if v["role"] else f"not ranked: {unranked.get(name, '')}"
             note = f'<td colspan="2">{_e(why)}</td>'
-        rows.append(f'<tr><td>{rank}</td><th><a href="#cp-{_slug(name)}">{_e(name)}</a>{_badge(v["role"])}</th>'
+        rows.append(f'<tr><td>{rank}</td><th><a href="#cp-{_slug(name)}">{_e(name)}</a>{_badge(v["role"])}'
+                    f'{step_note}</th>'
                     f"<td>{_pill(v['verdict'])}</td>{''.join(cells)}{note}<td>{first}</td></tr>")
     return (f'<div class="scroll"><table id="verdicts"><thead><tr><th>rank</th><th>checkpoint</th><th>verdict</th>'
             f"{head}<th>utility failed</th><th>forget (decided)</th><th>first failing checks</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody>"
             f'</table></div><p class="rule" id="ranking-rule">{_e(board["rule"])} Suite cells: checks passed / '
             "judged.</p>")
+
+
+def _curves(report: dict) -> str:
+    figures = series_figures(report)
+    if not figures:
+        return ""
+    return (f'<h2 id="curves">Unlearning curves</h2><p class="meta">Each training run (its checkpoint-&lt;step&gt; '
+            "folders) ranks once, at its best step; its steps below are in step order.</p>"
+            f'<div class="plots">{"".join(figures)}</div>')
 
 
 def _bound_label(verdict: dict) -> str:
@@ -444,6 +465,7 @@ checks: <b>{summary['passed']}</b> passed, <b>{summary['failed']}</b> failed, {s
 {_reference_code(run)}{_interrupted(run)}{_lost(report)}
 {_banner(report, a)}
 <h2 id="verdicts-heading">Verdicts and ranking</h2>{_verdict_table(report, a)}
+{_curves(report)}
 <h2>Checks</h2><p class="meta">Checks as rows, grouped by suite (− folds a suite); checkpoints as columns in the
 order above. ✓ pass, ✗ fail, ? inconclusive (hatched: underpowered, in the colour it leans to; its tooltip
 says how many items would decide it), – skipped, — not run. A cell shows the value and links to the check's

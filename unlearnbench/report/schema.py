@@ -30,6 +30,8 @@ Schema `unlearnbench.report` version 3 (version 2 had `run.strict_ci` instead of
      non_finite: [{path, was}]   (NaN/inf that reached the writer, written as null),
      assessment: {verdicts: {NAME: verdict}, ranking: {rule, shared_checks, rows, unranked, anchors},
                   order: [NAME], retain_fails: [SUITE.CHECK]}   (see report/verdicts.py),
+     reference_values: {full | retain: {SUITE: {METRIC: value}}}   (in a run with training-run series: what
+                                                                      their unlearning curves are read against),
      regressions: [{checkpoint, suite, metric, value, baseline, delta, allowed}]  (with --baseline),
      merged_from: [run ids]   (reports made by `unlearnbench merge`)}
 
@@ -124,6 +126,8 @@ def add_record(report: dict, record: dict) -> None:
         report["summary"]["errors"] += 1
     for role, info in record.get("references", {}).items():
         report["references"][role] = info
+    for role, values in record.get("reference_values", {}).items():
+        report.setdefault("reference_values", {}).setdefault(role, {})[record["suite"]] = values
 
 
 def add_lost(report: dict, checkpoint: str, reason: str, tests: list[str]) -> None:

@@ -262,3 +262,55 @@ def profiles(title: str, series: dict[str, tuple[list, list]], kind: str, captio
                     f'<text x="{ox + plot_w / 2:.1f}" y="{oy + plot_h + 26:.1f}" text-anchor="middle" font-size="9">'
                     f"{_e(unit)}</text>")
     return frame(width, height, title, "".join(body), kind, caption)
+
+
+def curve(title: str, steps: list[int], lines: dict[str, list[float | None]], kind: str, caption: str, *,
+          ylabel: str, references: dict[str, float] | None = None, marker: tuple[int, str] | None = None) -> str:
+    """Lines over training steps (one per entry of `lines`, a value or None
+    per step), `references` as dashed horizontal lines with their names, and
+    `marker` (step, label) as a vertical line: an unlearning curve."""
+    width, left, right = 560, 52, 540
+    colour = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(lines)}
+    entries = [(name, colour[name], "box") for name in lines]
+    entries += [(f"{name} model", "#222" if name == "retain" else "#999", "dash") for name in (references or {})]
+    legend_svg, top = legend(entries, 10, 26, width - 20)
+    bottom = top + 200
+    values = [v for ys in lines.values() for v in ys if v is not None] + list((references or {}).values())
+    ticks = nice_ticks(min(0.0, *values) if values else 0.0, max(1.0, *values) if values else 1.0, 5)
+    lo, hi = ticks[0], ticks[-1] if ticks[-1] > ticks[0] else ticks[0] + 1
+    first, last = min(steps), max(steps)
+    span = (last - first) or 1
+    sx = lambda s: left + (s - first) / span * (right - left) if last > first else (left + right) / 2  # noqa: E731
+    sy = lambda v: bottom - (v - lo) / (hi - lo) * (bottom - top)  # noqa: E731
+    body = [legend_svg]
+    for t in ticks:
+        body.append(f'<line x1="{left}" y1="{sy(t):.1f}" x2="{right}" y2="{sy(t):.1f}" stroke="#eee"/>'
+                    f'<text x="{left - 5}" y="{sy(t) + 3.5:.1f}" text-anchor="end" font-size="10">'
+                    f"{tick_text(t, hi - lo)}</text>")
+    body.append(f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#888"/>'
+                f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#888"/>')
+    shown = steps if len(steps) <= 8 else [s for s in nice_ticks(first, last, 6) if first <= s <= last]
+    for s in shown:
+        body.append(f'<text x="{sx(s):.1f}" y="{bottom + 14}" text-anchor="middle" font-size="10">{s:g}</text>')
+    body.append(f'<text x="{(left + right) / 2}" y="{bottom + 30}" text-anchor="middle" font-size="11">step</text>'
+                f'<text x="13" y="{(top + bottom) / 2}" font-size="11" transform="rotate(-90 13 {(top + bottom) / 2})" '
+                f'text-anchor="middle">{_e(ylabel)}</text>')
+    for name, y in (references or {}).items():
+        body.append(f'<line x1="{left}" y1="{sy(y):.1f}" x2="{right}" y2="{sy(y):.1f}" '
+                    f'stroke="{"#222" if name == "retain" else "#999"}" stroke-width="1.5" stroke-dasharray="5 3">'
+                    f"<title>{_e(name)} model: {y:.3g}</title></line>")
+    if marker is not None:
+        mx = sx(marker[0])
+        body.append(f'<line x1="{mx:.1f}" y1="{top}" x2="{mx:.1f}" y2="{bottom}" stroke="#3a7d3a" stroke-width="2">'
+                    f"<title>{_e(marker[1])}</title></line>"
+                    f'<text x="{min(mx + 4, right - text_width(marker[1], 10)):.1f}" y="{top + 11}" font-size="10" '
+                    f'fill="#3a7d3a">{_e(marker[1])}</text>')
+    for name, ys in lines.items():
+        points = [(s, y) for s, y in zip(steps, ys) if y is not None]
+        if len(points) > 1:
+            body.append(f'<polyline points="{" ".join(f"{sx(s):.1f},{sy(y):.1f}" for s, y in points)}" fill="none" '
+                        f'stroke="{colour[name]}" stroke-width="2"/>')
+        for s, y in points:
+            body.append(f'<circle cx="{sx(s):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{colour[name]}">'
+                        f"<title>{_e(name)} at step {s}: {y:.3g}</title></circle>")
+    return frame(width, bottom + 40, title, "".join(body), kind, caption)

@@ -112,7 +112,8 @@ def ranking_lines(report: dict) -> list[str]:
     verdicts = report["assessment"]["verdicts"]
     rows = [("rank", "checkpoint", "verdict", "utility failed", "forget (decided)", "passed", "margin")]
     for r in board["rows"]:
-        rows.append((str(r["rank"]), r["checkpoint"], r["verdict"].upper(), utility_text(r), forget_text(r),
+        name = f"{r['series']} (series, best: step {r['step']})" if r.get("series") else r["checkpoint"]
+        rows.append((str(r["rank"]), name, r["verdict"].upper(), utility_text(r), forget_text(r),
                      f"{r['passed']}/{len(board['shared_checks'])}", "" if r["margin"] is None else f"{r['margin']:+.3f}"))
     for r in board["unranked"]:
         rows.append(("-", r["checkpoint"], verdicts[r["checkpoint"]]["verdict"].upper(), "", "", "",
@@ -120,7 +121,23 @@ def ranking_lines(report: dict) -> list[str]:
     for r in board["anchors"]:
         rows.append(("ref", r["checkpoint"], verdicts[r["checkpoint"]]["verdict"].upper(), "", "", "",
                      f"{r['role']} model (anchor)"))
-    return _table(rows)
+    return _table(rows) + series_lines(report)
+
+
+def series_lines(report: dict) -> list[str]:
+    """Each training run's steps, in step order: its unlearning curve as a table."""
+    board = report["assessment"]["ranking"]
+    lines = []
+    for series, steps in (board.get("series") or {}).items():
+        best = next(r for r in board["rows"] if r.get("series") == series)
+        first = best.get("first_pass_step")
+        lines += ["", f"series {series}: {len(steps)} steps, best step {best['step']} (rank {best['rank']}); "
+                      + (f"the gate first passes at step {first}" if first is not None else "no step passes the gate")]
+        rows = [("step", "checkpoint", "verdict", "forget passed", "utility failed")]
+        rows += [(str(r["step"]), r["checkpoint"], r["verdict"].upper(), f"{r['forget_passed']}/{r['forget_checks']}",
+                  utility_text(r)) for r in steps]
+        lines += _table(rows, "  ")
+    return lines
 
 
 def attention_lines(report: dict) -> list[str]:

@@ -26,6 +26,11 @@ passed minus those decided failed (most first); then utility checks decided
 failed (fewest first); then the mean clipped relative margin of the decided
 checks; then the name. Forget efficacy and model utility stay separate axes,
 as OpenUnlearning and MUSE report them: never one sum of the two.
+
+**Series** (the `checkpoint-<step>` folders of one training run) are one
+candidate each: the series is ranked by its best step under the rule above,
+that step named, and every step is listed under `ranking.series` in step
+order with its verdict, so that steps of one run never outrank each other.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ RULE = ("Candidates are ranked on the {n} checks they all ran, counting only dec
         "before utility collapsed (more than half of the utility checks decided failed: a collapsed model ranks below "
         "every model that keeps utility), then forgetting shown (forget checks decided passed minus decided failed, "
         "most first), then utility checks decided failed (fewest first), then the mean clipped margin to the bounds; "
-        "references are anchors, never ranked.")
+        "a training run's steps are one candidate, ranked by its best step; references are anchors, never ranked.")
 
 
 def check_margin(verdict: dict) -> float | None:
@@ -48,6 +53,11 @@ def check_margin(verdict: dict) -> float | None:
     value, bound, direction = verdict.get("value"), verdict.get("bound"), verdict.get("direction")
     if value is None or bound is None or verdict.get("outcome") not in ("pass", "fail"):
         return None
+    return relative_margin(value, bound, direction)
+
+
+def relative_margin(value: float, bound: float, direction: str) -> float:
+    """How far `value` sits on the passing side of `bound`, relative to the bound (floor 0.1), in [-1, 1]."""
     signed = value - bound if direction == "at_least" else bound - value
     return max(-1.0, min(1.0, signed / max(abs(bound), MARGIN_FLOOR)))
 
@@ -185,12 +195,52 @@ def ranking(report: dict, verdicts: dict[str, dict] | None = None) -> dict:
         row = rows[-1]
         row["collapsed"] = row["utility_failed"] * 2 > row["utility_checks"]
         row["utility"] = "collapsed" if row["collapsed"] else "cost" if row["utility_failed"] else "kept"
-    rows.sort(key=lambda r: (VERDICT_ORDER[r["verdict"]], r["collapsed"], r["forget_failed"] - r["forget_passed"],
-                             r["utility_failed"], -(r["margin"] if r["margin"] is not None else -2), r["checkpoint"]))
+    rows.sort(key=_rank_key)
+    rows, series = _one_row_per_series(report, rows)
     for rank, row in enumerate(rows, start=1):
         row["rank"] = rank
     return {"rule": RULE.format(n=len(shared)), "shared_checks": shared, "rows": rows, "unranked": unranked,
+            "series": series,
             "anchors": [{"checkpoint": n, "role": v["role"]} for n, v in verdicts.items() if v["role"]]}
+
+
+def _rank_key(row: dict) -> tuple:
+    return (VERDICT_ORDER[row["verdict"]], row["collapsed"], row["forget_failed"] - row["forget_passed"],
+            row["utility_failed"], -(row["margin"] if row["margin"] is not None else -2), row["checkpoint"])
+
+
+def series_of(report: dict) -> dict[str, list[tuple[int, str]]]:
+    """{series: [(step, checkpoint name), ...] in step order} of the report's training-run steps."""
+    found: dict[str, list[tuple[int, str]]] = {}
+    for name, checkpoint in report["checkpoints"].items():
+        info = checkpoint.get("info") or {}
+        if info.get("series") is not None and info.get("step") is not None:
+            found.setdefault(info["series"], []).append((int(info["step"]), name))
+    return {s: sorted(steps) for s, steps in sorted(found.items())}
+
+
+def _one_row_per_series(report: dict, rows: list[dict]) -> tuple[list[dict], dict[str, list[dict]]]:
+    """`rows` (sorted by the rule) with each series' steps folded into the
+    row of its best step (the first in rank order), which names the series and
+    the step; and {series: every ranked step's row, in step order}."""
+    step_of = {name: (series, step) for series, steps in series_of(report).items() for step, name in steps}
+    folded, series = [], {}
+    for row in rows:
+        if row["checkpoint"] not in step_of:
+            folded.append(row)
+            continue
+        name, step = step_of[row["checkpoint"]]
+        steps = series.setdefault(name, [])
+        steps.append(row | {"step": step})
+        if len(steps) == 1:  # the series' best step, its first row in rank order
+            folded.append(row | {"series": name, "step": step})
+    for name, steps in series.items():
+        steps.sort(key=lambda r: r["step"])
+        best = next(r for r in folded if r.get("series") == name)
+        best["steps"] = len(steps)
+        passing = [r["step"] for r in steps if r["verdict"] == "pass"]
+        best["first_pass_step"] = passing[0] if passing else None
+    return folded, series
 
 
 def _axes(report: dict) -> dict[str, str]:
@@ -204,9 +254,13 @@ def _axes(report: dict) -> dict[str, str]:
 
 
 def display_order(report: dict, board: dict) -> list[str]:
-    """One checkpoint order for every table: ranked candidates, the unranked
+    """One checkpoint order for every table: ranked candidates (a series'
+    steps together, in step order, where its best step ranks), the unranked
     ones, then the anchors (retain before full)."""
-    order = [r["checkpoint"] for r in board["rows"]] + [r["checkpoint"] for r in board["unranked"]]
+    series = board.get("series") or {}
+    order = [name for r in board["rows"]
+             for name in ([s["checkpoint"] for s in series[r["series"]]] if r.get("series") else [r["checkpoint"]])]
+    order += [r["checkpoint"] for r in board["unranked"]]
     return order + [a["checkpoint"] for a in sorted(board["anchors"],
                                                     key=lambda a: (a["role"] != "retain", a["checkpoint"]))]
 
