@@ -22,55 +22,23 @@ class Gate:
     def check(self, name: str | None = None):
         """Judge check `name` (default: the test's name without `test_`),
         record the verdict for the report, then skip, fail or pass the test."""
-        from unlearnbench.errors import UnlearnbenchError
-        from unlearnbench.report.schema import cap_items
+        from unlearnbench.records import RecordedError, check_record
 
         name = name or self.node.originalname.removeprefix("test_")
-        bench = self.state.bench
-        record = {
-            "suite": self.suite,
-            "check": name,
-            "checkpoint": self._identity(),
-            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
-            "thresholds_file": str(bench.gates[self.suite][name].source) if name in bench.gates[self.suite] else None,
-        }
         try:
-            verdict, run = bench.judge(self.checkpoint, self.suite, name)
-        except UnlearnbenchError as exc:
-            record["error"] = str(exc)
-            self._send(record)
-            if self.state.config.getoption("tbstyle") == "long":
-                raise
-            verdict = None
-        except Exception as exc:
-            record["error"] = f"{type(exc).__name__}: {exc}"
-            self._send(record)
-            raise
+            record, verdict = check_record(self.state.bench, self.checkpoint, self.suite, name, self.state.sent,
+                                           worker=os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                                           items_limit=self.state.config.getoption("report_items"))
+        except RecordedError as exc:
+            self._send(exc.record)
+            if not exc.expected or self.state.config.getoption("tbstyle") == "long":
+                raise exc.__cause__ from None
+            record, verdict = exc.record, None
         if verdict is None:
             # A broken checkpoint, model or input: one line, not a traceback
             # through our internals (--tb=long shows it). Failed outside the
             # except block, so no chained exception is printed either.
             pytest.fail(record["error"], pytrace=False)
-        record["verdict"] = verdict.to_dict()
-        if run is not None:  # None: skipped without evaluating (its reference model is not given)
-            record["checkpoint"] = run.checkpoint | self._identity()
-        key = (self.checkpoint.name, self.suite)
-        if run is not None and key not in self.state.sent_metrics:  # metrics travel once per checkpoint and suite
-            self.state.sent_metrics.add(key)
-            limit = self.state.config.getoption("report_items")
-            record["metrics"] = {k: cap_items(reported(m), limit) if limit else reported(m)
-                                 for k, m in run.metrics.items()}
-            record["data"] = run.data
-            record["timings"] = {"evaluate_s": round(run.seconds, 3), "from_cache": run.cached}
-        if run is not None and self.suite not in self.state.sent_preflights:  # once per suite
-            self.state.sent_preflights.add(self.suite)
-            record["preflight"] = bench.powers.get(self.suite, [])
-        if run is not None and self.checkpoint.series is not None and self.suite not in self.state.sent_reference_values:
-            self.state.sent_reference_values.add(self.suite)  # once per suite: a training run's curve reads them
-            record["reference_values"] = bench.reference_values(self.suite)
-        if verdict.relative_to and verdict.outcome not in ("skip", "error"):
-            reference = bench.reference_run(verdict.relative_to, self.suite)
-            record["references"] = {verdict.relative_to: reference.checkpoint}
         self._send(record)
         if verdict.outcome == "skip":
             pytest.skip(verdict.reason)
@@ -117,19 +85,6 @@ class Gate:
                                   + (f" (distance to its ideal {r['ideal']:.4g})" if "ideal" in r else "")
                                   for r in bad), pytrace=False)
 
-    def _identity(self) -> dict:
-        """The checkpoint's name, and its series and step where it is a step of a training run."""
-        spec = self.checkpoint
-        series = {"series": spec.series, "step": spec.step} if spec.series is not None else {}
-        return {"name": spec.name, **series}
-
     def _send(self, record: dict) -> None:
         self.node.user_properties.append((RECORD_KEY, json.dumps(record)))
 
-
-def reported(metric) -> dict:
-    """A metric as the report holds it: without its bootstrap replicates (the
-    verdicts carry the intervals decided on; the result cache keeps them)."""
-    out = metric.to_dict()
-    out.pop("replicates", None)
-    return out

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from unlearnbench.collect import MARKER, checkpoint_spec_of, is_suite_module
+from unlearnbench.records import SentOnce
 from unlearnbench.rule import DecisionRule
 
 RECORD_KEY = "unlearnbench"  # the user_properties key that carries a test's record
@@ -58,9 +59,7 @@ class RunState:
     def __init__(self, config: pytest.Config):
         self.config = config
         self.bench = None
-        self.sent_metrics: set[tuple[str, str]] = set()
-        self.sent_preflights: set[str] = set()  # suites whose power preflight went to the report
-        self.sent_reference_values: set[str] = set()  # suites whose reference values went to the report
+        self.sent = SentOnce()  # what this process's tests have sent to the report (records.py)
         self.report: dict | None = None
         self.report_files = None  # report/schema.py ReportFiles, once written
         self.startup_error: str | None = None

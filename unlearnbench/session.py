@@ -193,6 +193,11 @@ class Bench:
                             tokenizers=options.tokenizers, concurrency=options.endpoint_concurrency,
                             endpoint_timeout=options.endpoint_timeout, base_model=options.base_model)
 
+    def attach(self, spec: CheckpointSpec, handle) -> None:
+        """Evaluate `spec` on a model already in memory (a model under
+        training: callbacks.py) instead of loading its source."""
+        self._handles[self.spec_path(spec)] = handle
+
     def handle(self, spec: CheckpointSpec):
         """The loaded model for `spec` (through its backend), loaded once per process."""
         path = self.spec_path(spec)

@@ -37,9 +37,9 @@ def _reference_values(report: dict) -> dict[str, dict[str, dict[str, float]]]:
     return out
 
 
-def series_figures(report: dict) -> list[str]:
+def series_figures(report: dict, assessment: dict) -> list[str]:
     """Two figures per series (forget axis, utility axis), in series order."""
-    board = report["assessment"]["ranking"]
+    board = assessment["ranking"]
     references = _reference_values(report)
     figures = []
     for series, rows in (board.get("series") or {}).items():

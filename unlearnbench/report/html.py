@@ -213,8 +213,8 @@ def _verdict_table(report: dict, a: dict) -> str:
             "judged.</p>")
 
 
-def _curves(report: dict) -> str:
-    figures = series_figures(report)
+def _curves(report: dict, a: dict) -> str:
+    figures = series_figures(report, a)
     if not figures:
         return ""
     return (f'<h2 id="curves">Unlearning curves</h2><p class="meta">Each training run (its checkpoint-&lt;step&gt; '
@@ -465,7 +465,7 @@ checks: <b>{summary['passed']}</b> passed, <b>{summary['failed']}</b> failed, {s
 {_reference_code(run)}{_interrupted(run)}{_lost(report)}
 {_banner(report, a)}
 <h2 id="verdicts-heading">Verdicts and ranking</h2>{_verdict_table(report, a)}
-{_curves(report)}
+{_curves(report, a)}
 <h2>Checks</h2><p class="meta">Checks as rows, grouped by suite (− folds a suite); checkpoints as columns in the
 order above. ✓ pass, ✗ fail, ? inconclusive (hatched: underpowered, in the colour it leans to; its tooltip
 says how many items would decide it), – skipped, — not run. A cell shows the value and links to the check's

@@ -1,0 +1,142 @@
+"""Evaluation while training (issue 45): `UnlearnbenchCallback` in a real
+transformers Trainer on the zoo. It evaluates the model in memory every N
+steps, logs each metric through the Trainer's own `log`, writes a report per
+evaluation whose series grows with the run, leaves the model's parameters,
+gradients and train mode as they were, and stops a run whose gate passes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+from transformers import TrainerCallback
+
+from unlearnbench.errors import UnlearnbenchError
+
+EVERY = 2
+STEPS = 6
+
+
+def forget_dataset(tokenizer):
+    from datasets import Dataset
+
+    from unlearnbench.fixtures import corpus
+
+    encoded = tokenizer(corpus.generate().forget_document[:8], truncation=True, max_length=64)
+    return Dataset.from_dict({"input_ids": encoded["input_ids"], "labels": encoded["input_ids"]})
+
+
+class Snapshots(TrainerCallback):
+    """Records the parameters, gradients and train mode at each evaluated step's end: placed before and after the
+    callback under test, its two records show what the evaluation changed."""
+
+    def __init__(self):
+        self.seen = {}
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step % EVERY == 0:
+            self.seen[state.global_step] = ({n: p.detach().clone() for n, p in model.named_parameters()},
+                                            {n: None if p.grad is None else p.grad.clone()
+                                             for n, p in model.named_parameters()},
+                                            model.training)
+
+
+def train(start_dir, output_dir, callback, *, learning_rate=1e-3, extra=()):
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+
+    tokenizer = AutoTokenizer.from_pretrained(str(start_dir))
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(str(start_dir), dtype=torch.float32)
+    args = TrainingArguments(output_dir=str(output_dir), per_device_train_batch_size=8, max_steps=STEPS,
+                             learning_rate=learning_rate, logging_steps=1, report_to=[], save_strategy="no",
+                             use_cpu=True, seed=0, disable_tqdm=True)
+    before, after = Snapshots(), Snapshots()
+    trainer = Trainer(model=model, args=args, train_dataset=forget_dataset(tokenizer), processing_class=tokenizer,
+                      callbacks=[before, callback, after, *extra])
+    trainer.train()
+    return trainer, before, after
+
+
+def callback_for(zoo_family, cache_dir, **kwargs):
+    from unlearnbench.callbacks import UnlearnbenchCallback
+    from unlearnbench.fixtures import zoo
+
+    return UnlearnbenchCallback(["dusk", "honesty"], every_steps=EVERY, full_model=str(zoo_family["full"]),
+                                retain_model=str(zoo_family["retain"]), cache_dir=cache_dir,
+                                data_dirs={s: str(zoo.data_dir(cache_dir)) for s in ("dusk", "honesty")}, **kwargs)
+
+
+def test_the_callback_logs_each_evaluation_through_the_trainer_and_touches_nothing(zoo_family, cache_dir, tmp_path):
+    callback = callback_for(zoo_family, cache_dir)
+    trainer, before, after = train(zoo_family["full"], tmp_path / "run", callback)
+    history = trainer.state.log_history
+    evaluated = [h["step"] for h in history if "unlearnbench/dusk/verbatim_rougeL_f1" in h]
+    assert evaluated == [2, 4, 6]
+    for entry in (h for h in history if "unlearnbench/dusk/verbatim_rougeL_f1" in h):
+        assert "unlearnbench/honesty/forget_leak_rate" in entry and "unlearnbench/verdict_pass" in entry
+    assert [h["step"] for h in history if "loss" in h] == list(range(1, STEPS + 1))  # the loss is logged as ever
+    # Each evaluation's metrics are the report's own numbers for that step.
+    reports = sorted((tmp_path / "run" / "unlearnbench").glob("step-*/report.json"))
+    assert [p.parent.name for p in reports] == ["step-2", "step-4", "step-6"] == [p.parent.name for p in
+                                                                                   callback.reports]
+    last = json.loads(reports[-1].read_text())
+    assert [r["step"] for r in last["assessment"]["ranking"]["series"]["run"]] == [2, 4, 6]
+    for entry in (h for h in history if "unlearnbench/dusk/verbatim_rougeL_f1" in h):
+        metrics = last["checkpoints"][f"run-step-{entry['step']}"]["suites"]["dusk"]["metrics"]
+        assert entry["unlearnbench/dusk/verbatim_rougeL_f1"] == metrics["verbatim_rougeL_f1"]["value"]
+    assert 'data-plot="curve-forget"' in reports[-1].with_name("report.html").read_text()
+    # Training went on (the evaluation is no no-op) ...
+    first = before.seen[2][0]
+    assert any(not torch.equal(first[n], p) for n, p in trainer.model.named_parameters())
+    # ... and each evaluation left parameters, gradients and train mode as they were.
+    assert before.seen.keys() == after.seen.keys() == {2, 4, 6}
+    for step in before.seen:
+        (params0, grads0, mode0), (params1, grads1, mode1) = before.seen[step], after.seen[step]
+        assert mode0 is True and mode1 is True
+        assert all(torch.equal(params0[n], params1[n]) for n in params0)
+        assert all((grads0[n] is None and grads1[n] is None) or torch.equal(grads0[n], grads1[n]) for n in grads0)
+    assert not trainer.model._forward_hooks  # the evaluation's logits check came off the model
+
+
+def test_stop_when_pass_stops_a_run_at_its_first_passing_evaluation(zoo_family, cache_dir, tmp_path):
+    """A run that starts from the retain model (forgotten as if never learnt) and learns nothing (learning rate
+    0) passes a gate the zoo's data can decide at its first evaluation: training stops there."""
+    from unlearnbench.suites import default_file
+
+    gates = {}
+    for suite in ("dusk", "honesty"):
+        gate = yaml.safe_load(default_file(suite, f"thresholds/{suite}.yaml").read_text())
+        # Kept: the checks the retain model passes decidedly on the zoo's data (the others it fails, or the
+        # zoo's few items cannot decide: the preflight says which).
+        keep = {"dusk": ("verbatim_forgotten", "unique_forget_knowledge_removed", "privacy_leakage_near_zero",
+                         "retain_deviation_bounded"), "honesty": ("retain_accuracy_kept",)}[suite]
+        for name, check in gate["checks"].items():
+            check["enabled"] = name in keep
+        gates[suite] = tmp_path / f"{suite}.yaml"
+        gates[suite].write_text(yaml.safe_dump(gate))
+    callback = callback_for(zoo_family, cache_dir, stop_when="pass", thresholds=gates)
+    trainer, _, _ = train(zoo_family["retain"], tmp_path / "run", callback, learning_rate=0.0)
+    assert trainer.state.global_step == EVERY
+    report = json.loads(callback.reports[-1].read_text())
+    assert report["assessment"]["verdicts"]["run-step-2"]["verdict"] == "pass"
+    # The same run without stop_when goes on to its last step.
+    trainer, _, _ = train(zoo_family["retain"], tmp_path / "run-on", callback_for(zoo_family, cache_dir,
+                                                                                   thresholds=gates),
+                          learning_rate=0.0)
+    assert trainer.state.global_step == STEPS
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"suites": ["nope"]}, "unknown suite(s) nope"),
+    ({"every_steps": 0}, "every_steps must be a positive integer, not 0"),
+    ({"stop_when": "fail"}, "stop_when must be None or 'pass', not 'fail'"),
+])
+def test_bad_callback_arguments_are_one_line_each(kwargs, message):
+    from unlearnbench.callbacks import UnlearnbenchCallback
+
+    arguments = {"suites": ["dusk"], "every_steps": 2} | kwargs
+    with pytest.raises(UnlearnbenchError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        UnlearnbenchCallback(arguments.pop("suites"), arguments.pop("every_steps"), **arguments)
