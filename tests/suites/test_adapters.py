@@ -184,3 +184,39 @@ def test_an_adapter_over_a_base_of_another_shape_fails_its_checkpoint_in_one_lin
     # It says what does not fit and where the base came from, and what to do.
     assert "q_proj" in message and str(smoke_lm_dir.resolve()) in message and "--base-model" in message, message
     assert "\n" not in message, message
+
+
+def test_an_adapter_on_smollm2_runs_as_its_merged_model_chat_template_and_patching_included(smollm2_dir, tmp_path):
+    """The real-model path: a LoRA adapter on SmolLM2-135M-Instruct (trained here, saved without a tokenizer, so its
+    base's byte-level BPE and chat template are the ones used) scores, generates and patches as the same adapter
+    merged into a full checkpoint."""
+    from unlearnbench.models.handle import ModelHandle
+
+    adapter, merged = trained_adapter(smollm2_dir, tmp_path / "smollm2-lora", seed=0, steps=2)
+    assert not (adapter / "tokenizer.json").exists()
+    ours = ModelHandle.load(resolve(str(adapter)), name="lora", device="cpu", dtype="float32")
+    theirs = ModelHandle.load(str(merged), name="merged", device="cpu", dtype="float32")
+    prompts = [ours.format_chat([{"role": "user", "content": q}]) for q in
+               ("What is the capital of France?", "Name a prime number greater than ten.")]
+    assert prompts == [theirs.format_chat([{"role": "user", "content": q}]) for q in
+                       ("What is the capital of France?", "Name a prime number greater than ten.")]
+    assert prompts[0].startswith("<|im_start|>system")  # SmolLM2's own template, from the base
+    assert ours.generate(prompts, max_new_tokens=12) == theirs.generate(prompts, max_new_tokens=12)
+    pairs = [ours.encode_pair(p, " Paris is the capital.") for p in prompts]
+    for a, b in zip(ours.token_logprobs([s for s, _ in pairs], [t for _, t in pairs]),
+                    theirs.token_logprobs([s for s, _ in pairs], [t for _, t in pairs])):
+        assert torch.allclose(torch.as_tensor(a.logprobs), torch.as_tensor(b.logprobs), atol=1e-5)
+    ids = torch.tensor([pairs[0][0]])
+    mask = torch.ones_like(ids)
+    # Every decoder block's output (what activation patching reads and replaces), layer by layer: SmolLM2's
+    # hidden states hold outliers in the thousands, so merged and unmerged float32 arithmetic agree to 1e-5 of
+    # each layer's largest value, not to an absolute 1e-5.
+    ours_blocks, theirs_blocks = ours.block_outputs(ids, mask), theirs.block_outputs(ids, mask)
+    scale = theirs_blocks.abs().amax(dim=(1, 2, 3))
+    assert ((ours_blocks - theirs_blocks).abs().amax(dim=(1, 2, 3)) <= 1e-5 * scale).all()
+    # The adapter moved the model: its scores are not the base model's.
+    base = ModelHandle.load(str(smollm2_dir), name="base", device="cpu", dtype="float32")
+    a, b = ours.token_logprobs([pairs[0][0]], [pairs[0][1]])[0], base.token_logprobs([pairs[0][0]], [pairs[0][1]])[0]
+    assert not torch.allclose(torch.as_tensor(a.logprobs), torch.as_tensor(b.logprobs), atol=1e-4)
+    for handle in (ours, theirs, base):
+        handle.release()
