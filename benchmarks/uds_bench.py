@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.test_uds import naive_deltas  # noqa: E402  (the reference implementation the tests trust)
+from tests.suites.test_uds import naive_deltas  # noqa: E402  (the reference implementation the tests trust)
 
 from unlearnbench.cache import DiskCache  # noqa: E402
 from unlearnbench.models.handle import ModelHandle  # noqa: E402
