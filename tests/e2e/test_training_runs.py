@@ -69,10 +69,11 @@ def test_a_folder_of_trainer_checkpoints_is_one_series_in_step_order(tmp_path, t
 def series_run(training_run, zoo_family, cache_dir, warm_python, tmp_path_factory):
     from unlearnbench.fixtures import zoo
 
-    reports = tmp_path_factory.mktemp("series-reports")
+    reports = tmp_path_factory.mktemp("series-reports") / "reports"
+    reports.mkdir()
     # The zoo's 32 shared-knowledge items cannot decide that check's 0.05 margin (the preflight says so), so
     # no step could pass a gate holding it: this run's gate leaves it out.
-    gate = reports / "gate.yaml"
+    gate = reports.parent / "gate.yaml"
     gate.write_text("dusk:\n  shared_knowledge_kept: {enabled: false}\n")
     result = warm_python.run(
         ["-m", "pytest", "suites/dusk", f"--model-dir={training_run}", f"--thresholds={gate}",
@@ -161,6 +162,37 @@ def test_the_unlearning_curve_reads_each_step_against_its_bounds_and_the_referen
     lines = reference_lines(html, "curve-forget")
     assert forget[6] == pytest.approx(lines["retain"], abs=2e-3) and forget[2] == pytest.approx(lines["full"], abs=2e-3)
     assert forget[2] < 0 < forget[6]
+
+
+def test_a_series_split_over_shards_merges_into_the_one_run_series(series_run, training_run, zoo_family, cache_dir,
+                                                                    warm_python, tmp_path):
+    """`--shard` splits a run's steps over machines; `unlearnbench merge` puts the series and its curve back
+    together: the same ranking, series and reference values as the one run."""
+    from unlearnbench.fixtures import zoo
+    from unlearnbench.report.schema import load_report
+
+    _, latest = series_run
+    whole = json.loads((latest / "report.json").read_text())
+    gate = latest.parent.parent / "gate.yaml"
+    shards = []
+    for i in range(2):
+        reports = tmp_path / f"shard{i}"
+        done = warm_python.run(
+            ["-m", "pytest", "suites/dusk", f"--model-dir={training_run}", f"--thresholds={gate}", f"--shard={i}/2",
+             f"--full-model={zoo_family['full']}", f"--retain-model={zoo_family['retain']}",
+             f"--data-dir=dusk={zoo.data_dir(cache_dir)}", f"--cache-dir={cache_dir}", f"--report-dir={reports}",
+             "-p", "no:cacheprovider", "--no-progress", "-q"], cwd=ROOT, timeout=900)
+        assert done.returncode in (0, 1), done.stdout[-2000:]
+        shards.append(reports / "latest" / "report.json")
+    assert all(json.loads(p.read_text())["checkpoints"] for p in shards)  # four steps over two shards: none empty
+    merged_dir = tmp_path / "merged"
+    done = warm_python.run(["-m", "unlearnbench.cli", "merge", *map(str, shards), "-o", str(merged_dir)])
+    assert done.returncode in (0, 1), done.stderr
+    merged = load_report(next(merged_dir.glob("*/report.json")))
+    assert merged["assessment"]["ranking"]["rows"] == whole["assessment"]["ranking"]["rows"]
+    assert merged["assessment"]["ranking"]["series"] == whole["assessment"]["ranking"]["series"]
+    assert merged["reference_values"] == whole["reference_values"]
+    assert 'data-plot="curve-forget"' in next(merged_dir.glob("*/report.html")).read_text()
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS)

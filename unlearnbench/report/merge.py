@@ -92,4 +92,6 @@ def merge_reports(reports: list[tuple[str, dict]], *, force: bool = False) -> di
         for key in ("regressions", "non_finite"):
             if report.get(key):
                 merged.setdefault(key, []).extend(copy.deepcopy(report[key]))
+        for role, suites in (report.get("reference_values") or {}).items():  # what shards' series curves read
+            merged.setdefault("reference_values", {}).setdefault(role, {}).update(copy.deepcopy(suites))
     return merged
