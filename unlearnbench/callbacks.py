@@ -100,13 +100,7 @@ class UnlearnbenchCallback(TrainerCallback):
 
             options.data_dirs = {"*": str(zoo.data_dir(options.cache_dir))}
         self.bench = Bench(options)
-        for role in ("full", "retain"):
-            reference = getattr(options, role)
-            if reference is not None:  # the references' files, checked now (the candidate is in memory)
-                from unlearnbench.backends import backend_for
-
-                backend_for(reference.source).check_source(reference.source, name=reference.name,
-                                                           settings=self.bench.load_settings)
+        self.bench.validate_checkpoints()  # the references' files (the model under training is a series step)
         self.bench.prepare_suites(self.suites, self._gates, build_zoo=False)
         self._trainer = _calling_trainer()
         self._run_id = datetime.now().strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)

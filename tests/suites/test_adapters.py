@@ -160,6 +160,12 @@ def test_adapters_over_one_base_share_its_loaded_weights(zoo_family, cache_dir, 
         bench.release(spec)
     assert all(model is base_models[0] for model in base_models), "each adapter loaded its base again"
     assert max(live) <= 3, live  # full + retain + the shared base under the adapter under test
+    # Four adapters merged into it and taken off again: the kept base is the base on disk, bit for bit.
+    from transformers import AutoModelForCausalLM
+
+    fresh = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32).state_dict()
+    kept = base_models[0].state_dict()
+    assert kept.keys() == fresh.keys() and all(torch.equal(kept[k], fresh[k]) for k in fresh)
     for spec, merged in zip(specs, merged_specs):
         for suite in suites:
             ours, theirs = bench.run(spec, suite).metrics, bench.run(merged, suite).metrics
@@ -220,3 +226,18 @@ def test_an_adapter_on_smollm2_runs_as_its_merged_model_chat_template_and_patchi
     assert not torch.allclose(torch.as_tensor(a.logprobs), torch.as_tensor(b.logprobs), atol=1e-4)
     for handle in (ours, theirs, base):
         handle.release()
+
+
+def test_a_prompt_learning_adapter_is_refused_in_one_line(zoo_family, tmp_path):
+    """Prefix tuning adds virtual tokens to every input, which no suite's prompt carries: refused by name, not
+    evaluated as its bare base model."""
+    from peft import PrefixTuningConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from unlearnbench.models.handle import ModelHandle
+
+    model = AutoModelForCausalLM.from_pretrained(str(zoo_family["full"]), dtype=torch.float32)
+    get_peft_model(model, PrefixTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=4)).save_pretrained(
+        str(tmp_path / "prefix"))
+    with pytest.raises(CheckpointError, match="PREFIX_TUNING adapter adds virtual tokens to every input"):
+        ModelHandle.load(resolve(str(tmp_path / "prefix")), name="prefix", device="cpu")

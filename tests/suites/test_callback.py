@@ -140,3 +140,17 @@ def test_bad_callback_arguments_are_one_line_each(kwargs, message):
     arguments = {"suites": ["dusk"], "every_steps": 2} | kwargs
     with pytest.raises(UnlearnbenchError, match=message.replace("(", r"\(").replace(")", r"\)")):
         UnlearnbenchCallback(arguments.pop("suites"), arguments.pop("every_steps"), **arguments)
+
+
+def test_a_missing_reference_model_fails_the_start_of_training_in_one_line(tmp_path, cache_dir):
+    """Checked at on_train_begin, before the first step: the path and the problem, not a traceback from step 50."""
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from unlearnbench.callbacks import UnlearnbenchCallback
+    from unlearnbench.errors import CheckpointError
+
+    callback = UnlearnbenchCallback(["dusk"], every_steps=2, full_model=str(tmp_path / "no-such-full"),
+                                    cache_dir=cache_dir)
+    args = TrainingArguments(output_dir=str(tmp_path / "run"), report_to=[], use_cpu=True)
+    with pytest.raises(CheckpointError, match=r"checkpoint full \(.*no-such-full\)|no-such-full"):
+        callback.on_train_begin(args, TrainerState(), TrainerControl())

@@ -153,10 +153,10 @@ def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, d
                     model = AutoModelForCausalLM.from_pretrained(str(weights_dir), dtype=torch_dtype, **kwargs)
                 except Exception as exc:  # noqa: BLE001
                     raise CheckpointError(label, f"cannot load weights: {_load_failure(exc)}") from None
-            if resolved.kind == "adapter":
-                model, detach = _with_adapter(model, resolved.directory, weights_dir, label, base_key)
             if device_map is None:
                 model.to(device=torch_device, dtype=torch_dtype)
+            if resolved.kind == "adapter":  # merged in the base's final place and dtype, as a merged checkpoint loads
+                model, detach = _with_adapter(model, resolved.directory, weights_dir, label, base_key)
         return LoadedWeights(model, tokenizer, name=name or Path(where).name, source=where,
                              fingerprint=fingerprint(resolved.files, fingerprint_memo, fingerprint_secret),
                              load_seconds=time.perf_counter() - started, offload_folder=kwargs.get("offload_folder"),
@@ -164,15 +164,22 @@ def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, d
 
 
 def _with_adapter(base: torch.nn.Module, adapter_dir: Path, base_dir: Path, label: str, base_key: tuple | None):
-    """The base model with the PEFT adapter applied, not merged, and the
-    function that takes the adapter off again. peft injects the adapter's
-    layers into the base model's own modules, so the base model itself
-    (`get_base_model()`) runs with them: every metric, the decoder blocks
-    activation patching drives included, sees the adapted model. Taking it
-    off (`unload()`, no merge) leaves the base's own weights as loaded; the
-    base is then kept for the next adapter (SharedBase) where `base_key` says
-    it may be, else freed."""
+    """The base model with the PEFT adapter applied, and the function that
+    takes the adapter off again.
+
+    peft injects the adapter's layers into the base model's own modules, so
+    the base model itself (`get_base_model()`) runs the adapted model: every
+    metric, the decoder blocks activation patching drives included, sees it.
+    The adapter's weights are then merged into those layers (peft's
+    `merge_adapter`: the weights a `merge_and_unload()` checkpoint holds, and
+    a forward pass as fast as that checkpoint's, not one with a LoRA branch
+    per layer), after keeping the layers' own weights; taking the adapter off
+    (`unload()`) and putting those weights back returns the base bit for bit,
+    to be kept for the next adapter (SharedBase) where `base_key` says it may
+    be, else freed. An adapter that trains the base's biases changes them as
+    it loads: its base is never shared."""
     from peft import PeftModel
+    from peft.tuners.tuners_utils import BaseTunerLayer
 
     try:
         adapted = PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=False)
@@ -180,15 +187,34 @@ def _with_adapter(base: torch.nn.Module, adapter_dir: Path, base_dir: Path, labe
         free_weights(base)  # half-applied: not a base to share
         raise CheckpointError(label, f"cannot apply the adapter to its base model {base_dir}: "
                                      f"{_adapter_misfit(exc)}; --base-model names the model it was trained on") from None
+    config = adapted.peft_config[adapted.active_adapter]
+    if config.is_prompt_learning:
+        free_weights(adapted.get_base_model())
+        raise CheckpointError(label, f"a {config.peft_type.value} adapter adds virtual tokens to every input, which "
+                                     "the suites' prompts do not carry: only adapters of weights (LoRA, IA3, LoHa, "
+                                     "...) are evaluated")
+    if getattr(config, "bias", "none") != "none":
+        base_key = None
+    model = adapted.get_base_model()
+    layers = {name: module.get_base_layer() for name, module in model.named_modules()
+              if isinstance(module, BaseTunerLayer)}
+    own = {name: {k: p.detach().clone() for k, p in layer.named_parameters(recurse=False)}
+           for name, layer in layers.items()} if base_key is not None else {}
+    adapted.merge_adapter()
 
     def detach() -> None:
         clean = adapted.unload()
         if base_key is None:
             free_weights(clean)
-        else:
-            SHARED_BASE.keep(base_key, clean)
+            return
+        with torch.no_grad():
+            for name, weights in own.items():
+                layer = clean.get_submodule(name)
+                for key, value in weights.items():
+                    getattr(layer, key).copy_(value)
+        SHARED_BASE.keep(base_key, clean)
 
-    return adapted.get_base_model().eval(), detach
+    return model.eval(), detach
 
 
 @contextlib.contextmanager
