@@ -241,3 +241,18 @@ def test_a_prompt_learning_adapter_is_refused_in_one_line(zoo_family, tmp_path):
         str(tmp_path / "prefix"))
     with pytest.raises(CheckpointError, match="PREFIX_TUNING adapter adds virtual tokens to every input"):
         ModelHandle.load(resolve(str(tmp_path / "prefix")), name="prefix", device="cpu")
+
+
+def test_the_device_check_script_runs_on_cpu(zoo_family):
+    """benchmarks/adapter_device_check.py is what a GPU machine runs (its output is in docs/adapters.md); run
+    here on the CPU so that it cannot rot."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "adapter_device_check.py"), "--base",
+                           str(zoo_family["full"]), "--device", "cpu"], capture_output=True, text=True, timeout=600,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stdout.count("\nok   ") + done.stdout.startswith("ok   ") == 7 and "all checks passed" in done.stdout
