@@ -43,8 +43,8 @@ class UnlearnbenchCallback(TrainerCallback):
 
     `full_model` / `retain_model`: the reference models (paths, as
     `--full-model` / `--retain-model` take them); `data_dirs`: {suite: DIR}
-    as `--data-dir SUITE=DIR` (a suite without one reads the fixture zoo's
-    data); `thresholds`: {suite: YAML} for a suite's gate (default: its
+    as `--data-dir SUITE=DIR` (a suite without one has only its built-in
+    data, as `smoke` does, or stops training at its start with one line); `thresholds`: {suite: YAML} for a suite's gate (default: its
     packaged gate); `stop_when="pass"` stops training at the first
     evaluation whose every check passes. `tokenizer` is needed only where
     the trainer is not given one (`processing_class`)."""
@@ -95,10 +95,6 @@ class UnlearnbenchCallback(TrainerCallback):
             retain=CheckpointSpec.parse(f"retain={o['retain_model']}") if o["retain_model"] else None,
             data_dirs=o["data_dirs"], cache_dir=o["cache_dir"], device=o["device"], seed=o["seed"],
             rule=DecisionRule(alpha=o["alpha"]))
-        if not o["data_dirs"]:
-            from unlearnbench.fixtures import zoo
-
-            options.data_dirs = {"*": str(zoo.data_dir(options.cache_dir))}
         self.bench = Bench(options)
         self.bench.validate_checkpoints()  # the references' files (the model under training is a series step)
         self.bench.prepare_suites(self.suites, self._gates, build_zoo=False)

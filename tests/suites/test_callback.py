@@ -154,3 +154,47 @@ def test_a_missing_reference_model_fails_the_start_of_training_in_one_line(tmp_p
     args = TrainingArguments(output_dir=str(tmp_path / "run"), report_to=[], use_cpu=True)
     with pytest.raises(CheckpointError, match=r"checkpoint full \(.*no-such-full\)|no-such-full"):
         callback.on_train_begin(args, TrainerState(), TrainerControl())
+
+
+def test_a_lora_run_on_smollm2_is_evaluated_while_training_and_its_saved_steps_are_one_series(
+        smollm2_dir, cache_dir, tmp_path, warm_python):
+    """The three capabilities together on a real model: a LoRA fine-tune of SmolLM2-135M-Instruct by a
+    transformers Trainer, evaluated by the callback every step (the adapted model in memory, its chat template
+    and byte-level BPE), saving its steps as the Trainer does (`checkpoint-<step>/` adapter folders, optimizer and
+    trainer state beside the adapter); then `pytest --model-dir` on that output folder scores the saved steps as
+    one series of adapters over SmolLM2, each as the callback scored it at that step."""
+    from conftest import ROOT
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+
+    from unlearnbench.callbacks import UnlearnbenchCallback
+
+    tokenizer = AutoTokenizer.from_pretrained(str(smollm2_dir))
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(str(smollm2_dir), dtype=torch.float32),
+                           LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
+    output = tmp_path / "smollm2-lora"
+    args = TrainingArguments(output_dir=str(output), per_device_train_batch_size=4, max_steps=2, learning_rate=1e-3,
+                             logging_steps=1, report_to=[], save_strategy="steps", save_steps=1, use_cpu=True,
+                             seed=0, disable_tqdm=True)
+    callback = UnlearnbenchCallback(["smoke"], every_steps=1, full_model=str(smollm2_dir), cache_dir=cache_dir)
+    trainer = Trainer(model=model, args=args, train_dataset=forget_dataset(tokenizer), processing_class=tokenizer,
+                      callbacks=[callback])
+    trainer.train()
+    logged = {h["step"]: h["unlearnbench/smoke/mean_token_logprob"] for h in trainer.state.log_history
+              if "unlearnbench/smoke/mean_token_logprob" in h}
+    assert sorted(logged) == [1, 2] and all(-10 < v < 0 for v in logged.values())
+    assert sorted(p.name for p in output.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    assert (output / "checkpoint-2" / "adapter_config.json").is_file()
+
+    reports = tmp_path / "reports"
+    done = warm_python.run(["-m", "pytest", "suites/smoke", f"--model-dir={output}", f"--full-model={smollm2_dir}",
+                            f"--cache-dir={cache_dir}", f"--report-dir={reports}", "-p", "no:cacheprovider",
+                            "--no-progress", "-q"], cwd=ROOT, timeout=900)
+    assert "ERROR" not in done.stderr, done.stderr[-2000:]
+    report = json.loads((reports / "latest" / "report.json").read_text())
+    series = report["assessment"]["ranking"]["series"]
+    assert list(series) == ["smollm2-lora"] and [r["step"] for r in series["smollm2-lora"]] == [1, 2]
+    for step, value in logged.items():  # the saved step scores as the model in memory scored at that step
+        metrics = report["checkpoints"][f"smollm2-lora-checkpoint-{step}"]["suites"]["smoke"]["metrics"]
+        assert metrics["mean_token_logprob"]["value"] == pytest.approx(value, abs=1e-5)
+    assert f"series smollm2-lora: 2 steps" in done.stdout
