@@ -155,7 +155,7 @@ def _report(args: argparse.Namespace) -> int:
               and (not args.failed or verdicts[n]["verdict"] == "fail")]
     if not args.checkpoint and not args.suite and not args.failed:
         print("\n".join([*verdict_lines(report), "", report["assessment"]["ranking"]["rule"],
-                         *("  " + line for line in ranking_lines(report)), ""]))
+                         *(("  " + line).rstrip() for line in ranking_lines(report)), ""]))
     print("\n".join(check_lines(report, everything=args.all, checkpoints=set(chosen), suites=set(args.suite))))
     summary = report["summary"]
     print(f"\n{summary['passed']} passed, {summary['failed']} failed, {summary.get('inconclusive', 0)} inconclusive, "

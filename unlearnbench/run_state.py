@@ -383,7 +383,7 @@ class RunState:
         write("")
         write(self.report["assessment"]["ranking"]["rule"])
         for line in ranking_lines(self.report):
-            write("  " + line)
+            write(("  " + line).rstrip())  # a series table is set off by an empty line
         write("")
         for line in path_lines(self.report_files):
             write(line, bold=line.startswith("HTML"))
