@@ -43,14 +43,14 @@ class Snapshots(TrainerCallback):
                                             model.training)
 
 
-def train(start_dir, output_dir, callback, *, learning_rate=1e-3, extra=()):
+def train(start_dir, output_dir, callback, *, learning_rate=1e-3, extra=(), steps=STEPS):
     from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
 
     tokenizer = AutoTokenizer.from_pretrained(str(start_dir))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(str(start_dir), dtype=torch.float32)
-    args = TrainingArguments(output_dir=str(output_dir), per_device_train_batch_size=8, max_steps=STEPS,
+    args = TrainingArguments(output_dir=str(output_dir), per_device_train_batch_size=8, max_steps=steps,
                              learning_rate=learning_rate, logging_steps=1, report_to=[], save_strategy="no",
                              use_cpu=True, seed=0, disable_tqdm=True)
     before, after = Snapshots(), Snapshots()
@@ -127,6 +127,17 @@ def test_stop_when_pass_stops_a_run_at_its_first_passing_evaluation(zoo_family, 
                                                                                    thresholds=gates),
                           learning_rate=0.0)
     assert trainer.state.global_step == STEPS
+
+
+def test_a_run_that_ends_between_evaluations_is_evaluated_at_its_last_step(zoo_family, cache_dir, tmp_path):
+    """5 steps, every 2: evaluations at steps 2 and 4, and at 5 when training ends, so the curve ends where the
+    run ends."""
+    callback = callback_for(zoo_family, cache_dir)
+    trainer, _, _ = train(zoo_family["full"], tmp_path / "run", callback, steps=5)
+    assert callback.evaluated_steps == [2, 4, 5]
+    assert [h["step"] for h in trainer.state.log_history if "unlearnbench/verdict_pass" in h] == [2, 4, 5]
+    last = json.loads(callback.reports[-1].read_text())
+    assert [r["step"] for r in last["assessment"]["ranking"]["series"]["run"]] == [2, 4, 5]
 
 
 @pytest.mark.parametrize("kwargs, message", [
