@@ -74,8 +74,9 @@ def main() -> int:
             theirs = ModelHandle.load(str(merged), name="merged", device=args.device, dtype=dtype)
             a = torch.as_tensor(ours.token_logprobs(sequences, [1])[0].logprobs)
             b = torch.as_tensor(theirs.token_logprobs(sequences, [1])[0].logprobs)
+            on_device = ours.device.type == torch.device(args.device).type
             check(f"{dtype} {adapter.name} scores as its merged copy on {ours.device}",
-                  ours.device.type == torch.device(args.device).type and torch.allclose(a, b, rtol=tolerance, atol=tolerance),
+                  on_device and torch.allclose(a, b, rtol=tolerance, atol=tolerance),
                   f"max |diff| {float((a - b).abs().max()):.2e}, load {seconds:.2f} s")
             bases.append(ours.model)
             ours.release()

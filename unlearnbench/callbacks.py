@@ -44,8 +44,9 @@ class UnlearnbenchCallback(TrainerCallback):
     `full_model` / `retain_model`: the reference models (paths, as
     `--full-model` / `--retain-model` take them); `data_dirs`: {suite: DIR}
     as `--data-dir SUITE=DIR` (a suite without one has only its built-in
-    data, as `smoke` does, or stops training at its start with one line); `thresholds`: {suite: YAML} for a suite's gate (default: its
-    packaged gate); `stop_when="pass"` stops training at the first
+    data, as `smoke` does, or stops training at its start with one line);
+    `thresholds`: {suite: YAML} for a suite's gate (default: its packaged
+    gate); `stop_when="pass"` stops training at the first
     evaluation whose every check passes. `tokenizer` is needed only where
     the trainer is not given one (`processing_class`)."""
 
@@ -59,7 +60,8 @@ class UnlearnbenchCallback(TrainerCallback):
             raise UnlearnbenchError(f"UnlearnbenchCallback: unknown suite(s) {', '.join(unknown) or '(none given)'} "
                                     f"(known: {', '.join(SUITES)})")
         if not isinstance(every_steps, int) or isinstance(every_steps, bool) or every_steps < 1:
-            raise UnlearnbenchError(f"UnlearnbenchCallback: every_steps must be a positive integer, not {every_steps!r}")
+            raise UnlearnbenchError(
+                f"UnlearnbenchCallback: every_steps must be a positive integer, not {every_steps!r}")
         if stop_when not in STOP_WHEN:
             raise UnlearnbenchError(f"UnlearnbenchCallback: stop_when must be None or 'pass', not {stop_when!r}")
         self.suites, self.every_steps, self.stop_when = list(suites), every_steps, stop_when
