@@ -229,6 +229,19 @@ def _html(args: argparse.Namespace) -> int:
     return 0
 
 
+def _site(args: argparse.Namespace) -> int:
+    from unlearnbench.report.site import build_site
+
+    board, notes = build_site(args.inputs, args.output)
+    for note in notes:
+        print(f"unlearnbench site: {note}", file=sys.stderr)
+    rows = {r["id"] for g in board["groups"] for r in g["rows"]}
+    print(f"site: {len(rows)} checkpoints from {len(board['runs'])} runs in {len(board['groups'])} comparable "
+          f"setting{'s' if len(board['groups']) != 1 else ''}")
+    print(f"open {args.output / 'index.html'}  (also leaderboard.csv, leaderboard.json)")
+    return 0
+
+
 def _thresholds(args: argparse.Namespace) -> int:
     from unlearnbench.suites import SUITES
     from unlearnbench.thresholds import load_suite_thresholds
@@ -339,6 +352,17 @@ def build_parser() -> argparse.ArgumentParser:
     html_cmd.add_argument("report", type=Path, help="the report.json to render")
     html_cmd.add_argument("-o", "--output", type=Path, default=None, help="default: next to the JSON")
     html_cmd.set_defaults(run=_html)
+
+    site = sub.add_parser(
+        "site", help="a static leaderboard site from any number of reports (folders searched)",
+        description="unlearnbench site REPORT_OR_DIR ... -o SITE/: reads every report.json under the inputs and "
+                    "writes index.html (the leaderboard per comparable setting, trade-off plots), a page per "
+                    "checkpoint and per run, leaderboard.csv and leaderboard.json; no server, no network "
+                    "(docs/leaderboard.md)")
+    site.add_argument("inputs", nargs="+", type=Path, metavar="REPORT_OR_DIR",
+                      help="report.json files, or folders searched for them (e.g. reports/)")
+    site.add_argument("-o", "--output", type=Path, required=True, help="the site's folder (created)")
+    site.set_defaults(run=_site)
 
     thresholds = sub.add_parser("thresholds", help="validate a suite's thresholds YAML")
     thresholds.add_argument("file", type=Path, help="a thresholds/<suite>.yaml file")

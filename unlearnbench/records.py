@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from unlearnbench.errors import UnlearnbenchError
 from unlearnbench.report.schema import cap_items
+from unlearnbench.suites import SUITES
 
 
 @dataclass
@@ -57,7 +58,9 @@ def check_record(bench, spec, suite: str, name: str, sent: SentOnce, *, worker: 
         sent.metrics.add(key)
         record["metrics"] = {k: cap_items(reported(m), items_limit) if items_limit else reported(m)
                              for k, m in run.metrics.items()}
-        record["data"] = run.data
+        # The suite's code version travels with its data: a leaderboard never ranks results of two versions
+        # together (report/leaderboard.py). Added here, not in the result cache, so cached runs carry it too.
+        record["data"] = run.data | {"suite_version": SUITES[suite].version}
         record["timings"] = {"evaluate_s": round(run.seconds, 3), "from_cache": run.cached}
     if run is not None and suite not in sent.preflights:
         sent.preflights.add(suite)

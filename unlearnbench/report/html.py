@@ -125,6 +125,10 @@ def check_anchor(name: str, suite: str, check: str) -> str:
     return "c-" + _slug(name, suite, check)
 
 
+def checkpoint_anchor(name: str) -> str:
+    return "cp-" + _slug(name)
+
+
 def _pill(verdict: str) -> str:
     return f'<span class="pill {_e(verdict)}">{_e(verdict.upper())}</span>'
 
@@ -203,7 +207,7 @@ def _verdict_table(report: dict, a: dict) -> str:
         else:
             why = f"{v['role']} model: anchor, not ranked" if v["role"] else f"not ranked: {unranked.get(name, '')}"
             note = f'<td colspan="2">{_e(why)}</td>'
-        rows.append(f'<tr><td>{rank}</td><th><a href="#cp-{_slug(name)}">{_e(name)}</a>{_badge(v["role"])}'
+        rows.append(f'<tr><td>{rank}</td><th><a href="#{checkpoint_anchor(name)}">{_e(name)}</a>{_badge(v["role"])}'
                     f'{step_note}</th>'
                     f"<td>{_pill(v['verdict'])}</td>{''.join(cells)}{note}<td>{first}</td></tr>")
     return (f'<div class="scroll"><table id="verdicts"><thead><tr><th>rank</th><th>checkpoint</th><th>verdict</th>'
@@ -222,7 +226,7 @@ def _curves(report: dict, a: dict) -> str:
             f'<div class="plots">{"".join(figures)}</div>')
 
 
-def _bound_label(verdict: dict) -> str:
+def bound_label(verdict: dict) -> str:
     op = SYMBOLS.get(verdict.get("direction"), "")
     ref = verdict.get("relative_to")
     if ref:
@@ -263,7 +267,7 @@ def _matrix(report: dict, a: dict) -> str:
                 cells.append(f'<td class="{_e(css)}" title="{_e(tip)}"><a href="#'
                              f'{check_anchor(name, suite, check)}">{SYMBOL.get(v["outcome"], "")} {_e(value)}</a></td>')
             rows.append(f'<tr class="row"><th class="check" title="{_e(example.get("rationale", ""))}">{_e(check)}'
-                        f"{flag}</th><td>{_e(_bound_label(example))}</td>{''.join(cells)}</tr>")
+                        f"{flag}</th><td>{_e(bound_label(example))}</td>{''.join(cells)}</tr>")
         bodies.append(f"<tbody>{''.join(rows)}</tbody>")
     return (f'<div class="scroll" id="matrix-box"><table id="summary-matrix"><thead><tr><th class="check">check</th>'
             f"<th>bound</th>{head}</tr></thead>{''.join(bodies)}</table></div>")
@@ -312,7 +316,7 @@ def _item_details(metrics: dict, source: str, ids) -> dict | None:
     return next((items for m in metrics.values() if (items := items_of(m)) and set(items) & set(ids)), None)
 
 
-def _per_item_source(suite: str, metric: str) -> str:
+def per_item_source(suite: str, metric: str) -> str:
     """The metric whose items explain `metric` in the drill-down (its suite's
     spec says where another's do: TOFU's forget quality is a test over the
     per-item truth ratios)."""
@@ -321,12 +325,10 @@ def _per_item_source(suite: str, metric: str) -> str:
     return dict(SUITES[suite].per_item_source).get(metric, metric) if suite in SUITES else metric
 
 
-def _items_table(metric_name: str, source: str, result: dict, verdict: dict, retain: dict | None,
-                 tables: list[str]) -> str:
-    """The check's items: per-item value, the item's fields, and the retain
-    model's output for the same item beside the checkpoint's. The table
-    itself is appended to `tables` (its checkpoint's, packed by
-    `_packed_tables`); the page gets the item list, which loads it on opening."""
+def item_table(metric_name: str, source: str, result: dict, verdict: dict, retain: dict | None) -> tuple[str, str] | None:
+    """(summary, table) of the check's items: per-item value, the item's
+    fields, and the retain model's output for the same item beside the
+    checkpoint's; None when the metric has no items."""
     metrics = result["metrics"]
     metric = metrics.get(source) or {}
     per_item = metric.get("per_item") or {}
@@ -336,7 +338,7 @@ def _items_table(metric_name: str, source: str, result: dict, verdict: dict, ret
     retain_items = (_item_details(retain_metrics, source, items) or {}) if items else {}
     ids = list(items or per_item)
     if not ids:
-        return ""
+        return None
     fields = list(dict.fromkeys(k for i in (items or {}).values() for k in i))
     retain_text = [f for f in fields if f in TEXT_FIELDS]
     head = ["item"] + ([f"{source} (this)"] + ([f"{source} (retain)"] if retain_metric.get("per_item") else [])
@@ -360,8 +362,21 @@ def _items_table(metric_name: str, source: str, result: dict, verdict: dict, ret
     failing = sum('class="item bad"' in r for r in rows)
     what = (f"{failing} on the failing side of the bound" if source == metric_name else
             f"{source} per item ({metric_name} is computed over all of them)")
-    tables.append(f'<table><tr>{"".join(f"<th>{_e(h)}</th>" for h in head)}</tr>{"".join(rows)}</table>')
-    return (f'<details class="items" data-table="{len(tables) - 1}"><summary>{len(ids)} items{note}, {what}</summary>'
+    return (f"{len(ids)} items{note}, {what}",
+            f'<table><tr>{"".join(f"<th>{_e(h)}</th>" for h in head)}</tr>{"".join(rows)}</table>')
+
+
+def _items_table(metric_name: str, source: str, result: dict, verdict: dict, retain: dict | None,
+                 tables: list[str]) -> str:
+    """The check's item list: its table (`item_table`) is appended to
+    `tables` (its checkpoint's, packed by `_packed_tables`); the page gets
+    the item list, which loads it on opening."""
+    found = item_table(metric_name, source, result, verdict, retain)
+    if found is None:
+        return ""
+    summary, table = found
+    tables.append(table)
+    return (f'<details class="items" data-table="{len(tables) - 1}"><summary>{_e(summary)}</summary>'
             f'<div class="scroll"></div></details>')
 
 
@@ -388,16 +403,16 @@ def _check_block(name: str, suite: str, check: str, v: dict, result: dict, retai
     rows = [("verdict", _pill(v["outcome"]) + (' <span class="flag">retain fails this too</span>' if retain_fails else "")
              + (f" leans {_e(v['lean'])}" if v.get("lean") else "")),
             ("metric", _e(v.get("metric", ""))), ("value", _e(value)),
-            ("must be", _e(bound)), ("decided on", _e(_decision_text(v))),
+            ("must be", _e(bound)), ("decided on", _e(decision_text(v))),
             ("why", _e(v.get("rationale", ""))), ("result", _e(v.get("reason", "")))]
     dl = "".join(f"<dt>{k}</dt><dd>{val}</dd>" for k, val in rows if val)
-    items = (_items_table(v["metric"], _per_item_source(suite, v["metric"]), result, v, retain, tables)
+    items = (_items_table(v["metric"], per_item_source(suite, v["metric"]), result, v, retain, tables)
              if v.get("metric") else "")
     return (f'<div class="check" id="{check_anchor(name, suite, check)}"><h4>{_e(suite)} · {_e(check)}</h4>'
             f"<dl>{dl}</dl>{items}</div>")
 
 
-def _decision_text(v: dict) -> str:
+def decision_text(v: dict) -> str:
     """What the rule decided on: 'difference from retain −0.02, 95% interval
     −0.05 to 0.01 (newcombe-paired), p = 0.2; can tell 0.03; ~90 items would decide it'."""
     dci, alpha = v.get("decision_ci"), v.get("alpha") or 0.05
@@ -429,7 +444,7 @@ def _drilldown(report: dict, a: dict) -> str:
             for check, v in sorted(result["checks"].items(), key=lambda kv: OUTCOME_ORDER.get(kv[1]["outcome"], 9)):
                 blocks.append(_check_block(name, suite, check, v, result, retain,
                                            f"{suite}.{check}" in verdict["retain_fails_too"], tables))
-        out.append(f'<details class="cp" id="cp-{_slug(name)}"><summary>{_e(name)}{_badge(verdict["role"])} '
+        out.append(f'<details class="cp" id="{checkpoint_anchor(name)}"><summary>{_e(name)}{_badge(verdict["role"])} '
                    f"{_pill(verdict['verdict'])} <small>{_e(suite_counts(verdict))}</small></summary>"
                    f"<p class=\"meta\">{_e(verdict['summary'])}</p>{''.join(blocks)}{_packed_tables(tables)}</details>")
     return "".join(out)

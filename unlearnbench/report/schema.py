@@ -18,7 +18,7 @@ Schema `unlearnbench.report` version 3 (version 2 had `run.strict_ci` instead of
      environment: {unlearnbench, torch, transformers, python, platform, machine, cpu_count, memory_gb},
      references: {full: checkpoint-info | null, retain: ...},
      checkpoints: {NAME: {info: checkpoint-info,
-                          suites: {SUITE: {data: {fingerprint, source, reference_code?},
+                          suites: {SUITE: {data: {fingerprint, source, suite_version, reference_code?},
                                            metrics: {METRIC: MetricResult},
                                            checks: {CHECK: Verdict + worker}   (thresholds.Verdict: value,
                                                   ci, bound, difference, difference_ci_low/high, reference_value,

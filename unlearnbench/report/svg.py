@@ -314,3 +314,83 @@ def curve(title: str, steps: list[int], lines: dict[str, list[float | None]], ki
             body.append(f'<circle cx="{sx(s):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{colour[name]}">'
                         f"<title>{_e(name)} at step {s}: {y:.3g}</title></circle>")
     return frame(width, bottom + 40, title, "".join(body), kind, caption)
+
+
+def tradeoff(title: str, points: list[dict], *, xlabel: str, ylabel: str, x_higher: bool, y_higher: bool,
+             front: list[str], paths: dict[str, list[str]], kind: str, caption: str) -> str:
+    """A benchmark's trade-off: one point per checkpoint ({id, label, x, y,
+    method, role}), utility right and forget up, each axis reversed where less
+    is better so that good is always the top right; colours by method (legend),
+    reference models as labelled squares, `front` (ids, the Pareto front)
+    joined by a dark line and ringed, `paths` (series -> ids in step order) as
+    thin lines. Every point carries its label (data-label, and a tooltip)."""
+    width, height, left, right, top = 460, 400, 56, 444, 0
+    methods = list(dict.fromkeys(p["method"] for p in points if not p.get("role")))
+    colour = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(methods)}
+    entries = [(m, colour[m], "box") for m in methods[:len(PALETTE)]]
+    entries += [("Pareto front", "#222", "dash")] if front else []
+    legend_svg, top = legend(entries, 10, 26, width - 20)
+    bottom = height - 50
+
+    def scale(values: list[float], higher: bool, lo_px: float, hi_px: float):
+        lo, hi = min(values, default=0.0), max(values, default=1.0)
+        if 0.0 <= lo and hi <= 1.0:
+            lo, hi = 0.0, 1.0
+        pad = (hi - lo) * 0.05 or 0.5
+        ticks = nice_ticks(lo - pad, hi + pad, 5)
+        lo, hi = ticks[0], ticks[-1] if ticks[-1] > ticks[0] else ticks[0] + 1
+        def to_px(v):
+            share = (v - lo) / (hi - lo)
+            return lo_px + (share if higher else 1 - share) * (hi_px - lo_px)
+        return to_px, ticks, hi - lo
+
+    sx, x_ticks, x_span = scale([p["x"] for p in points], x_higher, left, right)
+    sy, y_ticks, y_span = scale([p["y"] for p in points], y_higher, bottom, top)
+    body = [legend_svg,
+            f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#888"/>'
+            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#888"/>']
+    for t in x_ticks:
+        body.append(f'<line x1="{sx(t):.1f}" y1="{top}" x2="{sx(t):.1f}" y2="{bottom}" stroke="#f0f0f0"/>'
+                    f'<text x="{sx(t):.1f}" y="{bottom + 14}" text-anchor="middle" font-size="10">'
+                    f"{tick_text(t, x_span)}</text>")
+    for t in y_ticks:
+        body.append(f'<line x1="{left}" y1="{sy(t):.1f}" x2="{right}" y2="{sy(t):.1f}" stroke="#f0f0f0"/>'
+                    f'<text x="{left - 5}" y="{sy(t) + 3.5:.1f}" text-anchor="end" font-size="10">'
+                    f"{tick_text(t, y_span)}</text>")
+    xl = f"{xlabel} ({'higher' if x_higher else 'lower'} is better →)"
+    yl = f"{ylabel} ({'higher' if y_higher else 'lower'} is better →)"
+    body.append(f'<text x="{(left + right) / 2}" y="{bottom + 32}" text-anchor="middle" font-size="11">{_e(xl)}</text>'
+                f'<text x="13" y="{(top + bottom) / 2}" font-size="11" transform="rotate(-90 13 {(top + bottom) / 2})" '
+                f'text-anchor="middle">{_e(yl)}</text>')
+    at = {p["id"]: (sx(p["x"]), sy(p["y"])) for p in points}
+    for series, ids in paths.items():
+        line = [at[i] for i in ids if i in at]
+        if len(line) > 1:
+            stroke = colour.get(series, "#999")
+            body.append(f'<polyline class="series-path" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in line)}" '
+                        f'fill="none" stroke="{stroke}" stroke-width="1.2" stroke-opacity="0.7">'
+                        f"<title>{_e(series)}: steps in order</title></polyline>")
+    on_front = sorted((at[i] for i in front if i in at))
+    if len(on_front) > 1:
+        body.append(f'<polyline class="pareto" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in on_front)}" '
+                    'fill="none" stroke="#222" stroke-width="1.5" stroke-dasharray="5 3"/>')
+    labelled = _place_labels([(p["label"], *at[p["id"]]) for p in points], (left + 1, top + 1, right - 1, bottom - 1))
+    for i, p in enumerate(points):
+        px, py = at[p["id"]]
+        tip = f"{p['label']}: {ylabel} {p['y']:.3g}, {xlabel} {p['x']:.3g}" + (" (Pareto front)" if p["id"] in front
+                                                                               else "")
+        attrs = f'class="pt" data-id="{_e(p["id"])}" data-label="{_e(tip)}" tabindex="0"'
+        if p.get("role"):
+            body.append(f'<rect {attrs} x="{px - 5:.1f}" y="{py - 5:.1f}" width="10" height="10" fill="#fff" '
+                        f'stroke="#222" stroke-width="2"><title>{_e(tip)}</title></rect>')
+        else:
+            ring = ' stroke="#222" stroke-width="2"' if p["id"] in front else ""
+            body.append(f'<circle {attrs} cx="{px:.1f}" cy="{py:.1f}" r="5" fill="{colour[p["method"]]}"{ring}>'
+                        f"<title>{_e(tip)}</title></circle>")
+        if i in labelled:
+            tx, ty = labelled[i]
+            body.append(f'<text x="{tx:.1f}" y="{ty:.1f}" font-size="11">{_e(p["label"])}</text>')
+    if len(methods) > len(PALETTE):
+        caption += f" {len(methods)} methods: colours repeat after {len(PALETTE)}."
+    caption += " Squares: reference models. Tap or hover a point for its name and values."
+    return frame(width, height, title, "".join(body), kind, caption)

@@ -73,6 +73,10 @@ class SuiteSpec:
     zoo_data: str | None = None
     # (metric, metric whose per-item values explain it): the report's drill-down shows the latter's items.
     per_item_source: tuple[tuple[str, str], ...] = ()
+    # (axis, metric): the one value per axis a leaderboard shows for the suite (forget quality and model
+    # utility, as OpenUnlearning's leaderboard reads TOFU); an axis without one falls back to its first
+    # check's metric (report/leaderboard.py).
+    headline: tuple[tuple[str, str], ...] = ()
     # A suite whose metrics its gate names (the utility suite: any lm-eval task's metric): "module:function",
     # (metric name) -> what is wrong with it, or None. Its loader then receives the gate's metric names as a
     # third argument, and `metrics` stays empty.

@@ -25,6 +25,7 @@ SPEC = on_zoo_family(
     evaluator="unlearnbench.suites.conceptguard.metrics:evaluate",
     zoo_data="unlearnbench.suites.conceptguard.zoo:write",
     version=4,  # 4: set-level metrics keep their bootstrap replicates (paired decisions)
+    headline=(("forget", "ctxt_sep"), ("utility", "help_qa")),
     options=tuple(DEFAULT_PARAMS),
     flags=(("--judge", "judge", "reference|hf:PATH|openai:URL",
             "ConceptGuard judge (default: reference, an offline embedding proxy)"),),

@@ -20,6 +20,7 @@ SPEC = on_zoo_family(
     evaluator="unlearnbench.suites.dusk.metrics:evaluate",
     zoo_data="unlearnbench.suites.dusk.zoo:write",
     version=3,  # 3: set-level metrics keep their bootstrap replicates (paired decisions)
+    headline=(("forget", "verbatim_rougeL_f1"), ("utility", "sk_rougeL_recall")),
     # data.dusk.DEFAULT_PARAMS' keys (a test keeps them equal; the data module needs scipy)
     options=("forget_style", "icl_shots", "qa_max_new_tokens", "verbatim_max_new_tokens", "verbatim_reference_tokens",
              "mia_chunk_tokens", "mink_k", "embedder"),

@@ -17,6 +17,7 @@ SPEC = on_zoo_family(
     loader="unlearnbench.suites.honesty.data:load",
     evaluator="unlearnbench.suites.honesty.metrics:evaluate",
     version=4,  # 4: set-level metrics keep their bootstrap replicates (paired decisions)
+    headline=(("forget", "forget_leak_rate"), ("utility", "retain_accuracy")),
     options=("max_new_tokens", "followup_max_new_tokens", "max_items"),  # data.honesty.DEFAULT_PARAMS' keys
     probes=(("leak", "unlearnbench.suites.honesty.metrics:leak_probe"),),
     plots="unlearnbench.suites.honesty.plots:replies_and_mcq",

@@ -20,6 +20,7 @@ SPEC = on_zoo_family(
     evaluator="unlearnbench.suites.muse.metrics:evaluate",
     zoo_data="unlearnbench.suites.muse.zoo:write",
     version=4,  # 4: set-level metrics keep their bootstrap replicates (paired decisions)
+    headline=(("forget", "verbmem_rougeL_f1"), ("utility", "knowmem_retain_rougeL_f1")),
     options=("max_items", "verbmem_max_new_tokens", "knowmem_max_new_tokens", "icl_shots", "privleak_max_tokens",
              "mink_k", "privleak_score", "convention", "reference_system_prompt"),
     plots="unlearnbench.suites.muse.plots:verbmem_vs_utility",

@@ -18,6 +18,7 @@ SPEC = on_zoo_family(
     evaluator="unlearnbench.suites.tofu.metrics:evaluate",
     zoo_data="unlearnbench.suites.tofu.zoo:write",
     version=3,
+    headline=(("forget", "forget_quality"), ("utility", "model_utility")),
     options=("forget_split", "max_items", "max_new_tokens", "mink_k", "privleak_score", "convention",
              "reference_system_prompt"),
     plots="unlearnbench.suites.tofu.plots:quality_vs_utility",

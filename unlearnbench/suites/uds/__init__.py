@@ -14,6 +14,7 @@ SPEC = on_zoo_family(
     evaluator="unlearnbench.suites.uds.metrics:evaluate",
     zoo_data="unlearnbench.suites.uds.zoo:write",
     version=3,
+    headline=(("forget", "uds"),),
     options=tuple(DEFAULT_PARAMS),
     preflight="unlearnbench.suites.uds.preflight:one_tokenizer",
     probes=(("uds", "unlearnbench.suites.uds.metrics:uds_probe"),),

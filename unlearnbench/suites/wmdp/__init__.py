@@ -15,6 +15,7 @@ SPEC = on_zoo_family(
     evaluator="unlearnbench.suites.wmdp.metrics:evaluate",
     zoo_data="unlearnbench.suites.wmdp.zoo:write",
     version=1,
+    headline=(("forget", "wmdp_bio"), ("utility", "mmlu")),
     options=("format", "max_items", "mmlu", "mmlu_subjects"),
     probes=(("wmdp", "unlearnbench.suites.wmdp.metrics:forget_probe"),),
     plots="unlearnbench.suites.wmdp.plots:forgetting_vs_mmlu",

@@ -1,0 +1,478 @@
+"""Many reports, one leaderboard (docs/leaderboard.md): what `unlearnbench
+site` reads and what its pages, leaderboard.csv and leaderboard.json show.
+
+**Reading.** Folders are searched for report.json files; each is loaded
+as `unlearnbench report` loads it (schema versions it knows, the
+assessment recomputed). A file that cannot be read is skipped with one line
+naming it; a run whose id appears in a merged report's `merged_from` is read
+from the merged report only; two files claiming one run id with different
+content are both kept, the second under `<id>~2`, and said.
+
+**Rows.** A checkpoint is its weights' fingerprint: seen in several runs it
+is one row listing its runs (each suite's values from the latest run that
+evaluated it); one name on different fingerprints gives several rows, each
+marked. The reference models (full, retain) are anchor rows, never ranked.
+
+**Comparable settings.** A suite's results are comparable when evaluated on
+the same data (fingerprint), by the same suite version, under the same gate
+(each check's metric, direction, reference, margin or bound and decision
+rule) and against the same reference models. Where one suite was run under
+several settings, every setting of it opens its own group, the page says what
+differs, and rows are ranked within their group only, by the report's own rule
+(report/verdicts.py: the group is assessed as one report).
+
+**Axes.** Per suite, one forget value and one utility value: the suite's
+`headline` metrics (SuiteSpec), else the metric of its first check on that
+axis. The Pareto front of a suite is the set of candidates that no other
+candidate matches or beats on both axes, each oriented so that more is better.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from unlearnbench.report.merge import _gate_signature
+from unlearnbench.report.schema import load_report
+from unlearnbench.report.verdicts import anchors, assess
+
+SCHEMA = "unlearnbench.leaderboard"
+SCHEMA_VERSION = 1
+AXES = ("forget", "utility")
+RANKING_FIELDS = ("passed", "failed", "inconclusive", "utility_failed", "utility_checks", "utility", "forget_passed",
+                  "forget_failed", "forget_checks", "collapsed", "margin")
+
+
+@dataclass
+class Run:
+    """One report read for the site: its file, its (unique) run id and the report."""
+
+    file: Path
+    id: str
+    report: dict
+
+    @property
+    def started(self) -> str:
+        return str(self.report["run"].get("started_at") or "")
+
+
+# ------------------------------------------------------------------ reading
+def find_reports(paths: list[Path]) -> list[Path]:
+    """Every report.json under `paths` (folders searched recursively, files
+    taken as given), each file once however it is reached (the `latest` link)."""
+    found: dict[Path, Path] = {}
+    for path in map(Path, paths):
+        if not path.exists():
+            raise ValueError(f"{path}: no such file or folder")
+        files = sorted(path.rglob("report.json")) if path.is_dir() else [path]
+        for file in files:
+            found.setdefault(file.resolve(), file)
+    if not found:
+        raise ValueError(f"no report.json under {', '.join(map(str, paths))}: run pytest suites first "
+                         "(its reports are written under reports/)")
+    return sorted(found.values(), key=str)
+
+
+def _content(report: dict) -> str:
+    """A report's content, without what loading recomputes."""
+    return json.dumps({k: v for k, v in report.items() if k != "assessment"}, sort_keys=True, default=str)
+
+
+@dataclass
+class Note:
+    """A file not read as given: `problem` (unreadable, or a run id claimed twice) or not (a shard read
+    through its merged report, a copy)."""
+
+    file: Path
+    text: str
+    problem: bool
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def read_runs(files: list[Path]) -> tuple[list[Run], list[Note]]:
+    """(runs, notes): the readable reports as runs, and one note per file
+    skipped or renamed (see the module's docstring)."""
+    notes, loaded = [], []
+    for file in files:
+        try:
+            report = load_report(file)
+            run_id = str(report["run"].get("id") or file.parent.name)
+            report["checkpoints"].items()
+        except ValueError as exc:
+            notes.append(Note(file, f"skipped {exc}", problem=True))
+            continue
+        except (KeyError, TypeError, AttributeError) as exc:
+            notes.append(Note(file, f"skipped {file}: not a complete report ({type(exc).__name__}: {exc})",
+                              problem=True))
+            continue
+        loaded.append((file, run_id, report))
+    merged_into = {entry.get("run_id"): (run_id, file) for file, run_id, report in loaded
+                   for entry in report.get("merged_from") or [] if isinstance(entry, dict)}
+    runs: list[Run] = []
+    by_id: dict[str, list[Run]] = {}
+    for file, run_id, report in loaded:
+        if run_id in merged_into:
+            merged_id, merged_file = merged_into[run_id]
+            notes.append(Note(file, f"read {file} (run {run_id}) through merged run {merged_id} ({merged_file})",
+                              problem=False))
+            continue
+        same = by_id.setdefault(run_id, [])
+        copy = next((r for r in same if _content(r.report) == _content(report)), None)
+        if copy is not None:
+            notes.append(Note(file, f"skipped {file}: a copy of run {run_id} ({copy.file})", problem=False))
+            continue
+        unique = run_id if not same else f"{run_id}~{len(same) + 1}"
+        if same:
+            notes.append(Note(file, f"{file} claims run id {run_id} of {same[0].file} with different content: "
+                                    f"both are shown, this one as {unique}", problem=True))
+        run = Run(file=file, id=unique, report=report)
+        same.append(run)
+        runs.append(run)
+    runs.sort(key=lambda r: (r.started, r.id))
+    return runs, notes
+
+
+# ------------------------------------------------------------------ settings
+def _short(text: str, n: int = 8) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def _settings(run: Run) -> dict[str, dict]:
+    """{suite: setting} of a run: what its results on that suite depend on besides the checkpoint."""
+    report = run.report
+    references = {role: (info or {}).get("fingerprint") for role, info in (report.get("references") or {}).items()}
+    out: dict[str, dict] = {}
+    for checkpoint in report["checkpoints"].values():
+        for suite, result in checkpoint.get("suites", {}).items():
+            setting = out.setdefault(suite, {"data": None, "data_source": None, "suite_version": None, "gate": {},
+                                             "references": {}})
+            data = result.get("data") or {}
+            setting["data"] = setting["data"] or data.get("fingerprint")
+            setting["data_source"] = setting["data_source"] or data.get("source")
+            setting["suite_version"] = setting["suite_version"] or data.get("suite_version")
+            for check, verdict in result.get("checks", {}).items():
+                if verdict.get("outcome") in ("error", None) or "direction" not in verdict:
+                    continue
+                setting["gate"].setdefault(check, list(_gate_signature(verdict)))
+                role = verdict.get("relative_to")
+                if role:
+                    setting["references"][role] = references.get(role)
+    return out
+
+
+def _setting_key(setting: dict, *, version: bool = True) -> str:
+    fields = {k: setting[k] for k in ("data", "gate", "references")}
+    if version:
+        fields["suite_version"] = setting["suite_version"]
+    return _short(json.dumps(fields, sort_keys=True, default=str))
+
+
+def setting_ids(runs: list[Run]) -> tuple[dict[tuple[str, str], str], dict[str, dict[str, dict]]]:
+    """({(run id, suite): setting id}, {suite: {setting id: setting}}). A
+    report that does not record its suite version (schema 1 and 2) joins the
+    setting that matches it otherwise when only one version of it is known."""
+    raw = {(run.id, suite): s for run in runs for suite, s in _settings(run).items()}
+    known: dict[tuple[str, str], set] = {}
+    for (run_id, suite), s in raw.items():
+        if s["suite_version"] is not None:
+            known.setdefault((suite, _setting_key(s, version=False)), set()).add(s["suite_version"])
+    ids, table = {}, {}
+    for (run_id, suite), s in raw.items():
+        versions = known.get((suite, _setting_key(s, version=False)), set())
+        if s["suite_version"] is None and len(versions) == 1:
+            s = s | {"suite_version": next(iter(versions)), "version_inferred": True}
+        key = _setting_key(s)
+        ids[(run_id, suite)] = key
+        entry = table.setdefault(suite, {}).setdefault(key, s | {"runs": []})
+        entry["runs"].append(run_id)
+    return ids, table
+
+
+def differences(settings: dict[str, dict]) -> list[str]:
+    """What differs between the settings of one suite, in words."""
+    values = list(settings.values())
+    out = []
+    if len({s["data"] for s in values}) > 1:
+        out.append("data: " + " vs ".join(f"{s['data']} ({s['data_source']})" for s in values))
+    if len({s["suite_version"] for s in values}) > 1:
+        out.append("suite version: " + " vs ".join(str(s["suite_version"] or "not recorded") for s in values))
+    if len({json.dumps(s["references"], sort_keys=True) for s in values}) > 1:
+        out.append("reference models: " + " vs ".join(
+            ", ".join(f"{role} {fp}" for role, fp in sorted(s["references"].items())) or "none" for s in values))
+    checks = sorted({c for s in values for c in s["gate"]})
+    for check in checks:
+        signatures = [s["gate"].get(check) for s in values]
+        if len({json.dumps(sig) for sig in signatures}) > 1:
+            fields = ("metric", "direction", "relative to", "margin", "strict CI", "rule", "alpha", "correction",
+                      "bound")
+            changed = [f for i, f in enumerate(fields)
+                       if len({json.dumps(sig[i] if sig else "not run") for sig in signatures}) > 1]
+            out.append(f"check {check}: {', '.join(changed)} "
+                       + " vs ".join("not run" if sig is None else
+                                     "/".join(str(sig[fields.index(f)]) for f in changed) for sig in signatures))
+    return out
+
+
+# ------------------------------------------------------------------ rows and groups
+@dataclass
+class Evaluation:
+    """One checkpoint in one run."""
+
+    run: Run
+    name: str
+    checkpoint: dict
+    role: str | None
+    key: str  # the checkpoint's identity across runs: its fingerprint
+
+
+def _evaluations(runs: list[Run]) -> list[Evaluation]:
+    out = []
+    for run in runs:
+        roles = anchors(run.report)
+        for name, checkpoint in run.report["checkpoints"].items():
+            fingerprint = (checkpoint.get("info") or {}).get("fingerprint")
+            out.append(Evaluation(run, name, checkpoint, roles.get(name), fingerprint or f"{run.id}/{name}"))
+    return out
+
+
+def _compatible(a: dict, b: dict) -> bool:
+    return all(b.get(suite, setting) == setting for suite, setting in a.items())
+
+
+def _groups(keys: list[dict]) -> list[dict]:
+    """Group keys ({suite: setting id} over the suites run under several
+    settings): compatible keys (no suite on two settings) merged, largest first."""
+    groups: list[dict] = []
+    for key in sorted(keys, key=lambda k: (-len(k), sorted(k.items()))):
+        group = next((g for g in groups if _compatible(key, g)), None)
+        if group is None:
+            groups.append(dict(key))
+        else:
+            group.update(key)
+    return groups or [{}]
+
+
+def headline_axes(suite: str, results: list[dict]) -> dict[str, dict]:
+    """{axis: {metric, higher_is_better}} of a suite: its SuiteSpec
+    `headline`, else, per axis, the metric of its first check on that axis
+    (by name) in `results`."""
+    from unlearnbench.suites import SUITES
+
+    declared = dict(SUITES[suite].headline) if suite in SUITES else {}
+    checks = sorted(((c, v) for r in results for c, v in r.get("checks", {}).items() if v.get("axis")),
+                    key=lambda cv: cv[0])
+    out = {}
+    for axis in AXES:
+        metric = declared.get(axis) or next((v.get("metric") for _, v in checks if v["axis"] == axis), None)
+        higher = next((r["metrics"][metric].get("higher_is_better") for r in results
+                       if isinstance(r.get("metrics", {}).get(metric), dict)
+                       and "higher_is_better" in r["metrics"][metric]), None)
+        if higher is None:
+            higher = next((v.get("direction") == "at_least" for _, v in checks if v.get("metric") == metric), True)
+        if metric and any(metric in r.get("metrics", {}) for r in results):
+            out[axis] = {"metric": metric, "higher_is_better": bool(higher)}
+    return out
+
+
+def pareto(points: dict[str, tuple[float, float]]) -> list[str]:
+    """The ids whose (a, b), both more-is-better, no other point matches or beats on both with one strictly."""
+    return [i for i, (a, b) in points.items()
+            if not any(a2 >= a and b2 >= b and (a2 > a or b2 > b) for j, (a2, b2) in points.items() if j != i)]
+
+
+def _value(metric: dict | None) -> dict | None:
+    if not isinstance(metric, dict) or metric.get("value") is None:
+        return None
+    ci = metric.get("ci") or [None, None]
+    return {"value": metric["value"], "ci_low": ci[0], "ci_high": ci[1], "n": metric.get("n")}
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:80] or "_"
+
+
+def method_of(name: str, series: str | None) -> str:
+    """A checkpoint's method, for colours: its training run's name, else its
+    name up to the first '-', '_', '@' or '.' (npo-lr1e-5 -> npo)."""
+    if series:
+        return series
+    for i, c in enumerate(name):
+        if c in "-_@." and i > 0:
+            return name[:i]
+    return name
+
+
+def build(runs: list[Run]) -> dict:
+    """The leaderboard: {schema, schema_version, runs, groups: [{id, title,
+    settings, differs, suites, axes, rule, shared_checks, rows, pareto}]}."""
+    ids, settings = setting_ids(runs)
+    split = {suite for suite, found in settings.items() if len(found) > 1}
+    evaluations = _evaluations(runs)
+    key_of = {id(e): {s: ids[(e.run.id, s)] for s in e.checkpoint.get("suites", {}) if s in split}
+              for e in evaluations}
+    groups = _groups(list(key_of.values()))
+    names_of: dict[str, set] = {}
+    first_name: dict[str, str] = {}
+    for e in evaluations:  # in run order
+        names_of.setdefault(e.name, set()).add(e.key)
+        first_name.setdefault(e.key, e.name)
+    # checkpoint key -> (its label on every page: its first name, with its fingerprint where another
+    # checkpoint has that name; the file name of its page)
+    labels: dict[str, tuple[str, str]] = {}
+    for key, name in first_name.items():
+        label = name if len(names_of[name]) == 1 else f"{name} · {key[:8]}"
+        while label in {lab for lab, _ in labels.values()}:  # two unfingerprinted checkpoints of one name
+            label += "'"
+        slug, n = _slug(label), 2
+        while slug in {sl for _, sl in labels.values()}:
+            slug, n = f"{_slug(label)}-{n}", n + 1
+        labels[key] = (label, slug)
+    out_groups = []
+    for number, group in enumerate(groups, start=1):
+        members = [e for e in evaluations if _compatible(key_of[id(e)], group)]
+        out_groups.append(_group(number, group, members, ids, settings, split, labels, names_of))
+    return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
+            "runs": [{"id": r.id, "file": str(r.file), "started_at": r.report["run"].get("started_at"),
+                      "schema_version": r.report.get("schema_version"),
+                      "checkpoints": list(r.report["checkpoints"])} for r in runs],
+            "groups": out_groups}
+
+
+def _group(number: int, group_key: dict, members: list[Evaluation], ids: dict, settings: dict, split: set,
+           labels: dict[str, tuple[str, str]], names_of: dict[str, set]) -> dict:
+    by_checkpoint: dict[str, list[Evaluation]] = {}
+    for e in members:
+        by_checkpoint.setdefault(e.key, []).append(e)
+    key_of_label, combined, anchor_roles = {}, {}, {}
+    for key, evals in by_checkpoint.items():
+        evals.sort(key=lambda e: (e.run.started, e.run.id))
+        label = labels[key][0]
+        key_of_label[label] = key
+        suites = {}
+        for e in evals:  # the latest run's results of each suite win
+            suites.update(e.checkpoint.get("suites", {}))
+        info = dict(evals[-1].checkpoint.get("info") or {}) | {"name": label}
+        combined[label] = {"info": info, "suites": suites}
+        if any(e.checkpoint.get("lost") for e in evals):
+            combined[label]["lost"] = next(e.checkpoint["lost"] for e in evals if e.checkpoint.get("lost"))
+        role = next((e.role for e in evals if e.role), None)
+        if role:
+            anchor_roles[label] = role
+    # The group assessed as one report, by the report's own rule.
+    synthetic = {"run": {"anchors": anchor_roles}, "references": {}, "checkpoints": combined}
+    assessment = assess(synthetic)
+    board = assessment["ranking"]
+    ranked = {r["checkpoint"]: r for r in board["rows"]}
+    step_rank = {s["checkpoint"]: r["rank"] for r in board["rows"] if r.get("series")
+                 for s in board["series"][r["series"]]}
+    unranked = {r["checkpoint"]: r["reason"] for r in board["unranked"]}
+    suites = list(dict.fromkeys(s for label in assessment["order"] for s in combined[label]["suites"]))
+    axes = {s: headline_axes(s, [c["suites"][s] for c in combined.values() if s in c["suites"]]) for s in suites}
+    rows = []
+    for label in assessment["order"]:
+        evals = by_checkpoint[key_of_label[label]]
+        checkpoint, verdict = combined[label], assessment["verdicts"][label]
+        info = checkpoint["info"]
+        row = {
+            "id": labels[key_of_label[label]][1], "checkpoint": label, "names": sorted({e.name for e in evals}),
+            "fingerprint": info.get("fingerprint"), "source": info.get("source"), "role": verdict["role"],
+            "method": method_of(evals[0].name, info.get("series")),
+            "series": info.get("series"), "step": info.get("step"),
+            "name_clash": len(names_of[evals[0].name]) > 1,
+            "runs": list(dict.fromkeys(e.run.id for e in evals)),
+            "rank": ranked[label]["rank"] if label in ranked else step_rank.get(label),
+            "best_step": label in ranked if label in step_rank else None,
+            "verdict": verdict["verdict"], "summary": verdict["summary"],
+            "not_ranked": (f"{verdict['role']} model: anchor, not ranked" if verdict["role"]
+                           else unranked.get(label)),
+            "ranking": ({k: ranked[label][k] for k in RANKING_FIELDS} if label in ranked else None),
+            "suites": {},
+        }
+        for suite, result in checkpoint["suites"].items():
+            counts = verdict["suites"][suite]
+            run_id = next(e.run.id for e in reversed(evals) if suite in e.checkpoint.get("suites", {}))
+            row["suites"][suite] = {
+                "verdict": counts["verdict"], "passed": counts["passed"], "judged": counts["judged"], "run": run_id,
+                **{axis: (_value(result.get("metrics", {}).get(spec["metric"])) or None)
+                   for axis, spec in axes[suite].items()},
+            }
+        rows.append(row)
+    fronts = {}
+    for suite, spec in axes.items():
+        if set(spec) != set(AXES):
+            continue
+        sign = {axis: 1 if spec[axis]["higher_is_better"] else -1 for axis in AXES}
+        points = {r["id"]: (sign["forget"] * r["suites"][suite]["forget"]["value"],
+                            sign["utility"] * r["suites"][suite]["utility"]["value"])
+                  for r in rows if not r["role"] and suite in r["suites"]
+                  and r["suites"][suite].get("forget") and r["suites"][suite].get("utility")}
+        fronts[suite] = [r["id"] for r in rows if r["id"] in set(pareto(points))]
+    # One setting per suite in a group: a suite run under several opens a group per setting.
+    group_settings = {suite: settings[suite][next(ids[(e.run.id, suite)] for e in members
+                                                  if suite in e.checkpoint.get("suites", {}))] for suite in suites}
+    differs = {suite: differences(settings[suite]) for suite in sorted(split)}
+    return {
+        "id": f"g{number}", "key": group_key,
+        "title": _title(group_key, settings),
+        "settings": group_settings, "differs": differs,
+        "suites": suites, "axes": axes, "rule": board["rule"], "shared_checks": board["shared_checks"],
+        "rows": rows, "pareto": fronts,
+    }
+
+
+def _title(key: dict, settings: dict) -> str:
+    if not key:
+        return "One comparable setting"
+    parts = []
+    for suite, sid in sorted(key.items()):
+        s = settings[suite][sid]
+        parts.append(f"{suite} on data {s['data']}" + (f" (suite v{s['suite_version']})" if s['suite_version'] else ""))
+    return "; ".join(parts)
+
+
+# ------------------------------------------------------------------ export
+def to_csv(board: dict) -> str:
+    """leaderboard.csv: one line per (group, row); per suite its verdict, the
+    forget and utility values with their 95% interval and n, and whether the
+    row is on the suite's Pareto front."""
+    columns = ["group", "rank", "checkpoint", "fingerprint", "role", "method", "series", "step", "verdict", "runs"]
+    per_suite: list[str] = []
+    for group in board["groups"]:
+        for suite in group["suites"]:
+            cols = [f"{suite}.verdict", f"{suite}.passed", f"{suite}.judged"]
+            for axis, spec in group["axes"][suite].items():
+                base = f"{suite}.{axis}.{spec['metric']}"
+                cols += [base, f"{base}.ci_low", f"{base}.ci_high", f"{base}.n"]
+            if suite in group["pareto"]:
+                cols.append(f"{suite}.pareto")
+            per_suite += [c for c in cols if c not in per_suite]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, columns + per_suite, lineterminator="\n")
+    writer.writeheader()
+    for group in board["groups"]:
+        for row in group["rows"]:
+            line = {c: row.get(c) for c in columns[2:]} | {"group": group["id"], "rank": row["rank"],
+                                                           "runs": ";".join(row["runs"])}
+            for suite, cell in row["suites"].items():
+                line |= {f"{suite}.verdict": cell["verdict"], f"{suite}.passed": cell["passed"],
+                         f"{suite}.judged": cell["judged"]}
+                for axis, spec in group["axes"][suite].items():
+                    value = cell.get(axis)
+                    if value:
+                        base = f"{suite}.{axis}.{spec['metric']}"
+                        line |= {base: value["value"], f"{base}.ci_low": value["ci_low"],
+                                 f"{base}.ci_high": value["ci_high"], f"{base}.n": value["n"]}
+                if suite in group["pareto"] and not row["role"]:
+                    line[f"{suite}.pareto"] = row["id"] in group["pareto"][suite]
+            writer.writerow(line)
+    return out.getvalue()
+
+
+def to_json(board: dict) -> str:
+    return json.dumps(board, indent=2, allow_nan=False, default=str)
