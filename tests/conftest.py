@@ -51,7 +51,7 @@ SHARED_DATA = SHARED / "data"
 # worker waiting on the other's machine-wide Ray lock does nothing meanwhile.
 # (xdist's own xdist_group marks do not take effect with pytest 9.2:
 # unlearnbench/scheduling.py.)
-ONE_WORKER_MODULES = ("tests/e2e/test_html_browser.py", "tests/e2e/test_ray_sweep.py", "tests/suites/test_utility.py")
+ONE_WORKER_MODULES = ("tests/e2e/test_html_browser.py", "tests/e2e/test_site.py", "tests/e2e/test_ray_sweep.py", "tests/suites/test_utility.py")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -239,6 +239,23 @@ def nan_checkpoint(source: Path, target: Path, tensor: str = "model.layers.0.mlp
     weights = load_file(target / "model.safetensors")
     assert weights[tensor].ndim == 2
     weights[tensor] = np.full_like(weights[tensor], np.nan)
+    save_file(weights, target / "model.safetensors", metadata={"format": "pt"})
+    return target
+
+
+def nudged_copy(source: Path, target: Path, nudge: float = 1e-7) -> Path:
+    """A copy of `source` with one weight moved by `nudge` of itself: the same model to every metric, but files of
+    its own (a verbatim copy of a reference model would be recognised as that reference by its fingerprint; two
+    copies with one nudge are one checkpoint)."""
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    import shutil
+
+    shutil.copytree(source, target)
+    weights = load_file(target / "model.safetensors")
+    name = "model.layers.0.mlp.down_proj.weight"
+    weights[name] = weights[name] * np.float32(1 + nudge)
     save_file(weights, target / "model.safetensors", metadata={"format": "pt"})
     return target
 

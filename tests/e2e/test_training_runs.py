@@ -15,24 +15,11 @@ from pathlib import Path
 import pytest
 from browser import CHROMIUM_FLAGS, VIEWPORTS, layout
 
+from tests.conftest import nudged_copy
 from unlearnbench.models.checkpoint import discover
 
 ROOT = Path(__file__).resolve().parents[2]
 DUSK_CHECKS = 6
-
-
-def nudged_copy(source: Path, target: Path) -> Path:
-    """A copy of `source` with one weight moved by 1e-7 of itself: the same model to every metric, but files of
-    its own (a verbatim copy of a reference model would be recognised as that reference by its fingerprint)."""
-    import numpy as np
-    from safetensors.numpy import load_file, save_file
-
-    shutil.copytree(source, target)
-    weights = load_file(target / "model.safetensors")
-    name = "model.layers.0.mlp.down_proj.weight"
-    weights[name] = weights[name] * np.float32(1 + 1e-7)
-    save_file(weights, target / "model.safetensors", metadata={"format": "pt"})
-    return target
 
 
 @pytest.fixture(scope="module")

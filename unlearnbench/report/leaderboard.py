@@ -215,7 +215,8 @@ def differences(settings: dict[str, dict]) -> list[str]:
                        if len({json.dumps(sig[i] if sig else "not run") for sig in signatures}) > 1]
             out.append(f"check {check}: {', '.join(changed)} "
                        + " vs ".join("not run" if sig is None else
-                                     "/".join(str(sig[fields.index(f)]) for f in changed) for sig in signatures))
+                                     "/".join("not recorded" if sig[fields.index(f)] is None else
+                                              str(sig[fields.index(f)]) for f in changed) for sig in signatures))
     return out
 
 
@@ -241,21 +242,20 @@ def _evaluations(runs: list[Run]) -> list[Evaluation]:
     return out
 
 
-def _compatible(a: dict, b: dict) -> bool:
-    return all(b.get(suite, setting) == setting for suite, setting in a.items())
-
-
-def _groups(keys: list[dict]) -> list[dict]:
-    """Group keys ({suite: setting id} over the suites run under several
-    settings): compatible keys (no suite on two settings) merged, largest first."""
-    groups: list[dict] = []
-    for key in sorted(keys, key=lambda k: (-len(k), sorted(k.items()))):
-        group = next((g for g in groups if _compatible(key, g)), None)
-        if group is None:
-            groups.append(dict(key))
-        else:
-            group.update(key)
-    return groups or [{}]
+def _primary(evaluations: list[Evaluation], ids: dict, split: set) -> dict[str, str]:
+    """{suite: setting id} of the main comparison: of each suite run under
+    several settings, the one most checkpoints were evaluated under; on a tie,
+    the one evaluated beside the most other results (suites of the same runs),
+    then the latest run's."""
+    score: dict[tuple[str, str], list] = {}
+    for e in evaluations:
+        for suite in e.checkpoint.get("suites", {}):
+            if suite in split:
+                entry = score.setdefault((suite, ids[(e.run.id, suite)]), [0, 0, ""])
+                entry[0] += 1
+                entry[1] += len(e.checkpoint["suites"])
+                entry[2] = max(entry[2], e.run.started)
+    return {suite: max((k for k in score if k[0] == suite), key=lambda k: score[k])[1] for suite in sorted(split)}
 
 
 def headline_axes(suite: str, results: list[dict]) -> dict[str, dict]:
@@ -314,9 +314,7 @@ def build(runs: list[Run]) -> dict:
     ids, settings = setting_ids(runs)
     split = {suite for suite, found in settings.items() if len(found) > 1}
     evaluations = _evaluations(runs)
-    key_of = {id(e): {s: ids[(e.run.id, s)] for s in e.checkpoint.get("suites", {}) if s in split}
-              for e in evaluations}
-    groups = _groups(list(key_of.values()))
+    primary = _primary(evaluations, ids, split)
     names_of: dict[str, set] = {}
     first_name: dict[str, str] = {}
     for e in evaluations:  # in run order
@@ -333,10 +331,23 @@ def build(runs: list[Run]) -> dict:
         while slug in {sl for _, sl in labels.values()}:
             slug, n = f"{_slug(label)}-{n}", n + 1
         labels[key] = (label, slug)
+    # The main comparison holds every result evaluated under the main setting of its suite; each other
+    # setting of a suite is a group of its own, of that suite's results only. Every result is in one group.
+    main = [(e, {s for s in e.checkpoint.get("suites", {}) if s not in split or ids[(e.run.id, s)] == primary[s]})
+            for e in evaluations]
+    plan = [(primary, None, [(e, only) for e, only in main if only or not e.checkpoint.get("suites")])]
+    for suite in sorted(split):
+        for sid in settings[suite]:
+            if sid != primary[suite]:
+                plan.append(({suite: sid}, suite, [(e, {suite}) for e in evaluations
+                                                   if ids.get((e.run.id, suite)) == sid]))
     out_groups = []
-    for number, group in enumerate(groups, start=1):
-        members = [e for e in evaluations if _compatible(key_of[id(e)], group)]
-        out_groups.append(_group(number, group, members, ids, settings, split, labels, names_of))
+    for number, (key, other, members) in enumerate(plan, start=1):
+        group = _group(number, members, ids, settings, labels, names_of)
+        group |= {"key": key, "title": _title(key, settings, other),
+                  "differs": ({other: differences({sid: settings[other][sid] for sid in
+                                                   (primary[other], key[other])})} if other else {})}
+        out_groups.append(group)
     return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
             "runs": [{"id": r.id, "file": str(r.file), "started_at": r.report["run"].get("started_at"),
                       "schema_version": r.report.get("schema_version"),
@@ -344,10 +355,13 @@ def build(runs: list[Run]) -> dict:
             "groups": out_groups}
 
 
-def _group(number: int, group_key: dict, members: list[Evaluation], ids: dict, settings: dict, split: set,
+def _group(number: int, members: list[tuple[Evaluation, set]], ids: dict, settings: dict,
            labels: dict[str, tuple[str, str]], names_of: dict[str, set]) -> dict:
+    """One group's rows, ranked by the report's rule; `members` are (evaluation, the suites of it the
+    group holds)."""
     by_checkpoint: dict[str, list[Evaluation]] = {}
-    for e in members:
+    held = {id(e): only for e, only in members}
+    for e, _ in members:
         by_checkpoint.setdefault(e.key, []).append(e)
     key_of_label, combined, anchor_roles = {}, {}, {}
     for key, evals in by_checkpoint.items():
@@ -356,7 +370,7 @@ def _group(number: int, group_key: dict, members: list[Evaluation], ids: dict, s
         key_of_label[label] = key
         suites = {}
         for e in evals:  # the latest run's results of each suite win
-            suites.update(e.checkpoint.get("suites", {}))
+            suites.update({s: r for s, r in e.checkpoint.get("suites", {}).items() if s in held[id(e)]})
         info = dict(evals[-1].checkpoint.get("info") or {}) | {"name": label}
         combined[label] = {"info": info, "suites": suites}
         if any(e.checkpoint.get("lost") for e in evals):
@@ -396,7 +410,7 @@ def _group(number: int, group_key: dict, members: list[Evaluation], ids: dict, s
         }
         for suite, result in checkpoint["suites"].items():
             counts = verdict["suites"][suite]
-            run_id = next(e.run.id for e in reversed(evals) if suite in e.checkpoint.get("suites", {}))
+            run_id = next(e.run.id for e in reversed(evals) if suite in held[id(e)])
             row["suites"][suite] = {
                 "verdict": counts["verdict"], "passed": counts["passed"], "judged": counts["judged"], "run": run_id,
                 **{axis: (_value(result.get("metrics", {}).get(spec["metric"])) or None)
@@ -413,27 +427,28 @@ def _group(number: int, group_key: dict, members: list[Evaluation], ids: dict, s
                   for r in rows if not r["role"] and suite in r["suites"]
                   and r["suites"][suite].get("forget") and r["suites"][suite].get("utility")}
         fronts[suite] = [r["id"] for r in rows if r["id"] in set(pareto(points))]
-    # One setting per suite in a group: a suite run under several opens a group per setting.
-    group_settings = {suite: settings[suite][next(ids[(e.run.id, suite)] for e in members
-                                                  if suite in e.checkpoint.get("suites", {}))] for suite in suites}
-    differs = {suite: differences(settings[suite]) for suite in sorted(split)}
+    group_settings = {suite: settings[suite][next(ids[(e.run.id, suite)] for e, only in members if suite in only)]
+                      for suite in suites}
     return {
-        "id": f"g{number}", "key": group_key,
-        "title": _title(group_key, settings),
-        "settings": group_settings, "differs": differs,
+        "id": f"g{number}", "settings": group_settings,
         "suites": suites, "axes": axes, "rule": board["rule"], "shared_checks": board["shared_checks"],
         "rows": rows, "pareto": fronts,
     }
 
 
-def _title(key: dict, settings: dict) -> str:
-    if not key:
-        return "One comparable setting"
-    parts = []
-    for suite, sid in sorted(key.items()):
+def _title(key: dict, settings: dict, other: str | None) -> str:
+    """'Main comparison' (naming the settings chosen where a suite has several), or '<suite> under another
+    setting: data ...'."""
+    def describe(suite: str, sid: str) -> str:
         s = settings[suite][sid]
-        parts.append(f"{suite} on data {s['data']}" + (f" (suite v{s['suite_version']})" if s['suite_version'] else ""))
-    return "; ".join(parts)
+        version = f", suite v{s['suite_version']}" if s["suite_version"] is not None else ""
+        return f"{suite} on data {s['data']}{version}"
+
+    if other:
+        return f"{other} under another setting: {describe(other, key[other])}"
+    if not key:
+        return "Leaderboard"
+    return "Main comparison: " + "; ".join(describe(suite, sid) for suite, sid in sorted(key.items()))
 
 
 # ------------------------------------------------------------------ export

@@ -81,7 +81,11 @@ rows.forEach(function(r){body.appendChild(r);});}
 function filterBoard(input){var q=input.value.trim().toLowerCase();
 document.getElementById(input.dataset.table).querySelectorAll('tbody tr').forEach(function(r){
 r.hidden=q!==''&&r.textContent.toLowerCase().indexOf(q)<0;});}
-function showPoint(pt){var fig=pt.closest('figure');fig.querySelector('.tip').textContent=pt.getAttribute('data-label');}
+function centre(p){var b=p.getBBox();return [b.x+b.width/2,b.y+b.height/2];}
+function showPoint(pt){var c=centre(pt);var near=Array.prototype.filter.call(pt.ownerSVGElement.querySelectorAll('.pt'),
+function(q){var d=centre(q);return Math.abs(d[0]-c[0])<6&&Math.abs(d[1]-c[1])<6;});
+pt.closest('figure').querySelector('.tip').textContent=near.map(function(q){return q.getAttribute('data-label');})
+.join(' · ');}
 document.addEventListener('click',function(e){var pt=e.target.closest&&e.target.closest('svg .pt');if(pt)showPoint(pt);
 var th=e.target.closest&&e.target.closest('table.board thead th');if(th)sortBoard(th);});
 document.addEventListener('focusin',function(e){if(e.target.matches&&e.target.matches('svg .pt'))showPoint(e.target);});
@@ -243,14 +247,11 @@ def _index(board: dict, notes: list[leaderboard.Note], built: str) -> str:
     if problems:
         parts.append('<div class="warn" id="problems"><b>Not read as given:</b><ul>'
                      + "".join(f"<li>{_e(n)}</li>" for n in problems) + "</ul></div>")
-    several = len(board["groups"]) > 1
     for group in board["groups"]:
-        title = f"Group {group['id'][1:]}: {group['title']}" if several else "Leaderboard"
-        parts.append(f'<section id="{group["id"]}"><h2>{_e(title)}</h2>')
-        if several and any(group["differs"].values()):
-            parts.append('<div class="differs">Not ranked with the other groups: '
-                         + "; ".join(f"<b>{_e(s)}</b> {_e(' / '.join(d))}" for s, d in group["differs"].items() if d)
-                         + "</div>")
+        parts.append(f'<section id="{group["id"]}"><h2>{_e(group["title"])}</h2>')
+        for suite, differs in group["differs"].items():
+            parts.append(f'<div class="differs">These {_e(suite)} results are ranked apart from the main comparison: '
+                         f"they were evaluated differently. {_e('; '.join(differs))}.</div>")
         parts.append(_settings_text(group))
         parts.append(_board_table(group))
         parts.append(f'<p class="note">{_e(group["rule"])} Per benchmark: checks passed / judged, then its forget and '
