@@ -131,7 +131,7 @@ def _board_table(group: dict) -> str:
     for row in group["rows"]:
         rank = "" if row["rank"] is None else str(row["rank"])
         badges = "".join([
-            f'<span class="badge">reference: {_e(row["role"])}</span>' if row["role"] else "",
+            f'<span class="badge">{_e(row["role"])} model</span>' if row["role"] else "",
             f'<span class="badge">{_e(row["series"])} step {row["step"]}{", best" if row["best_step"] else ""}</span>'
             if row["series"] is not None else "",
             '<span class="badge clash" title="another checkpoint has this name: rows are told apart by '
@@ -223,8 +223,9 @@ def _lead(board: dict) -> str:
     why = (f"{gate}, {kept} ({r['utility_failed']} of {r['utility_checks']} utility checks failed) and shows "
            f"{'the most ' if len(ranked) > 1 else ''}forgetting ({r['forget_passed']} forget checks passed, "
            f"{r['forget_failed']} failed).")
-    groups = len(board["groups"])
-    apart = f" {groups} settings that cannot be compared are ranked apart below." if groups > 1 else ""
+    others = [suite for group in board["groups"][1:] for suite in group["differs"]]
+    apart = (f" Results evaluated under another setting ({', '.join(others)}) are ranked apart below." if others
+             else "")
     return (f'<p class="lead" id="lead"><b>Top row: <a href="checkpoints/{_e(top["id"])}.html">{_e(name)}</a></b> '
             f"{_pill(top['verdict'])}, first of {len(ranked)} ranked. {_e(why)}{apart}</p>")
 
