@@ -82,8 +82,10 @@ tr.bad td:first-child{border-left:4px solid #c44e52}
 .interrupted{background:#f3c6f3;border-left:4px solid #8e2c8e;padding:6px 10px}
 @media (max-width:600px){body{padding:8px;font-size:13px}td,th{padding:2px 4px}}
 """
-SCRIPT = """
-function onlyFailures(box,root){(root||document).querySelectorAll('tr.item').forEach(function(r){
+# The item lists: a list's table is unpacked from its container's (details.cp) packed tables when first opened.
+# Also on the leaderboard site's checkpoint pages (report/site.py).
+ITEM_SCRIPT = """
+function onlyFailures(box,root){if(!box)return;(root||document).querySelectorAll('tr.item').forEach(function(r){
 r.style.display=(box.checked&&!r.classList.contains('bad'))?'none':'';});}
 var itemTables={};
 function tablesOf(cp){if(!itemTables[cp.id]){var packed=cp.querySelector('script.item-tables').textContent;
@@ -96,6 +98,8 @@ onlyFailures(document.getElementById('only-failures'),box);box.dataset.ready='1'
 box.textContent='This browser could not unpack the item table ('+e+'); the items are in report.json.';});}
 document.addEventListener('toggle',function(e){var d=e.target;
 if(d.matches&&d.matches('details.items')&&d.open)loadItems(d);},true);
+"""
+SCRIPT = ITEM_SCRIPT + """
 function toggleSuite(button){var body=button.closest('tbody');body.classList.toggle('collapsed');
 button.textContent=body.classList.contains('collapsed')?'+':'−';}
 function openTarget(){var id=decodeURIComponent(location.hash.slice(1));var el=id&&document.getElementById(id);
@@ -366,10 +370,10 @@ def item_table(metric_name: str, source: str, result: dict, verdict: dict, retai
             f'<table><tr>{"".join(f"<th>{_e(h)}</th>" for h in head)}</tr>{"".join(rows)}</table>')
 
 
-def _items_table(metric_name: str, source: str, result: dict, verdict: dict, retain: dict | None,
+def item_list(metric_name: str, source: str, result: dict, verdict: dict, retain: dict | None,
                  tables: list[str]) -> str:
     """The check's item list: its table (`item_table`) is appended to
-    `tables` (its checkpoint's, packed by `_packed_tables`); the page gets
+    `tables` (its checkpoint's, packed by `packed_tables`); the page gets
     the item list, which loads it on opening."""
     found = item_table(metric_name, source, result, verdict, retain)
     if found is None:
@@ -380,13 +384,13 @@ def _items_table(metric_name: str, source: str, result: dict, verdict: dict, ret
             f'<div class="scroll"></div></details>')
 
 
-def _packed_tables(tables: list[str]) -> str:
+def packed_tables(tables: list[str]) -> str:
     """A checkpoint's item tables for the page: base64 of the gzipped JSON
     list (no timestamp in the gzip header: the same report renders to the
-    same bytes)."""
+    same bytes; level 6 is 4% larger than 9 on the zoo's tables and 4x faster)."""
     if not tables:
         return ""
-    packed = base64.b64encode(gzip.compress(json.dumps(tables).encode(), mtime=0)).decode()
+    packed = base64.b64encode(gzip.compress(json.dumps(tables).encode(), compresslevel=6, mtime=0)).decode()
     return f'<script type="application/octet-stream" class="item-tables">{packed}</script>'
 
 
@@ -406,7 +410,7 @@ def _check_block(name: str, suite: str, check: str, v: dict, result: dict, retai
             ("must be", _e(bound)), ("decided on", _e(decision_text(v))),
             ("why", _e(v.get("rationale", ""))), ("result", _e(v.get("reason", "")))]
     dl = "".join(f"<dt>{k}</dt><dd>{val}</dd>" for k, val in rows if val)
-    items = (_items_table(v["metric"], per_item_source(suite, v["metric"]), result, v, retain, tables)
+    items = (item_list(v["metric"], per_item_source(suite, v["metric"]), result, v, retain, tables)
              if v.get("metric") else "")
     return (f'<div class="check" id="{check_anchor(name, suite, check)}"><h4>{_e(suite)} · {_e(check)}</h4>'
             f"<dl>{dl}</dl>{items}</div>")
@@ -446,7 +450,7 @@ def _drilldown(report: dict, a: dict) -> str:
                                            f"{suite}.{check}" in verdict["retain_fails_too"], tables))
         out.append(f'<details class="cp" id="{checkpoint_anchor(name)}"><summary>{_e(name)}{_badge(verdict["role"])} '
                    f"{_pill(verdict['verdict'])} <small>{_e(suite_counts(verdict))}</small></summary>"
-                   f"<p class=\"meta\">{_e(verdict['summary'])}</p>{''.join(blocks)}{_packed_tables(tables)}</details>")
+                   f"<p class=\"meta\">{_e(verdict['summary'])}</p>{''.join(blocks)}{packed_tables(tables)}</details>")
     return "".join(out)
 
 

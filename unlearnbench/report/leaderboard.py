@@ -49,11 +49,14 @@ RANKING_FIELDS = ("passed", "failed", "inconclusive", "utility_failed", "utility
 
 @dataclass
 class Run:
-    """One report read for the site: its file, its (unique) run id and the report."""
+    """One report read for the site: its file, its (unique) run id, the report without its per-item
+    values and item details (`slim`: what the leaderboard reads; the pages read the file again, one run at a
+    time, so that a site of many large reports never holds them all), and the digest of the file."""
 
     file: Path
     id: str
     report: dict
+    digest: str
 
     @property
     def started(self) -> str:
@@ -77,9 +80,29 @@ def find_reports(paths: list[Path]) -> list[Path]:
     return sorted(found.values(), key=str)
 
 
-def _content(report: dict) -> str:
-    """A report's content, without what loading recomputes."""
-    return json.dumps({k: v for k, v in report.items() if k != "assessment"}, sort_keys=True, default=str)
+def digest(data: bytes) -> str:
+    """The digest of a report file's bytes: two files of one run id are one run only when they are copies."""
+    return hashlib.sha256(data).hexdigest()
+
+
+# What the leaderboard reads of a metric (its value, interval and n; which way is better) and of a verdict: its outcome and value against its gate (the ranking), the gate's
+# fields (report/merge.py's signature: comparable settings), its interval and n.
+METRIC_FIELDS = ("name", "value", "n", "ci", "higher_is_better", "unavailable")
+VERDICT_FIELDS = ("check", "metric", "outcome", "value", "ci", "n", "bound", "direction", "axis", "relative_to",
+                  "margin", "strict_ci", "rule", "alpha", "correction")
+
+
+def slim(report: dict) -> dict:
+    """`report` (in place) with only what the leaderboard reads: metrics without their per-item values, item
+    details and parameters, and verdicts without their reasons and decision details (the pages read those
+    from the file)."""
+    for checkpoint in report["checkpoints"].values():
+        for result in checkpoint.get("suites", {}).values():
+            result["metrics"] = {name: {k: m[k] for k in METRIC_FIELDS if k in m}
+                                 for name, m in (result.get("metrics") or {}).items() if isinstance(m, dict)}
+            result["checks"] = {name: {k: v[k] for k in VERDICT_FIELDS if k in v}
+                                for name, v in (result.get("checks") or {}).items()}
+    return report
 
 
 @dataclass
@@ -111,19 +134,19 @@ def read_runs(files: list[Path]) -> tuple[list[Run], list[Note]]:
             notes.append(Note(file, f"skipped {file}: not a complete report ({type(exc).__name__}: {exc})",
                               problem=True))
             continue
-        loaded.append((file, run_id, report))
-    merged_into = {entry.get("run_id"): (run_id, file) for file, run_id, report in loaded
+        loaded.append((file, run_id, digest(file.read_bytes()), slim(report)))
+    merged_into = {entry.get("run_id"): (run_id, file) for file, run_id, _, report in loaded
                    for entry in report.get("merged_from") or [] if isinstance(entry, dict)}
     runs: list[Run] = []
     by_id: dict[str, list[Run]] = {}
-    for file, run_id, report in loaded:
+    for file, run_id, file_digest, report in loaded:
         if run_id in merged_into:
             merged_id, merged_file = merged_into[run_id]
             notes.append(Note(file, f"read {file} (run {run_id}) through merged run {merged_id} ({merged_file})",
                               problem=False))
             continue
         same = by_id.setdefault(run_id, [])
-        copy = next((r for r in same if _content(r.report) == _content(report)), None)
+        copy = next((r for r in same if r.digest == file_digest), None)
         if copy is not None:
             notes.append(Note(file, f"skipped {file}: a copy of run {run_id} ({copy.file})", problem=False))
             continue
@@ -131,7 +154,7 @@ def read_runs(files: list[Path]) -> tuple[list[Run], list[Note]]:
         if same:
             notes.append(Note(file, f"{file} claims run id {run_id} of {same[0].file} with different content: "
                                     f"both are shown, this one as {unique}", problem=True))
-        run = Run(file=file, id=unique, report=report)
+        run = Run(file=file, id=unique, report=report, digest=file_digest)
         same.append(run)
         runs.append(run)
     runs.sort(key=lambda r: (r.started, r.id))
@@ -232,13 +255,17 @@ class Evaluation:
     key: str  # the checkpoint's identity across runs: its fingerprint
 
 
+def checkpoint_key(run_id: str, name: str, checkpoint: dict) -> str:
+    """A checkpoint's identity across runs: its weights' fingerprint (a report without one: the run and name)."""
+    return (checkpoint.get("info") or {}).get("fingerprint") or f"{run_id}/{name}"
+
+
 def _evaluations(runs: list[Run]) -> list[Evaluation]:
     out = []
     for run in runs:
         roles = anchors(run.report)
         for name, checkpoint in run.report["checkpoints"].items():
-            fingerprint = (checkpoint.get("info") or {}).get("fingerprint")
-            out.append(Evaluation(run, name, checkpoint, roles.get(name), fingerprint or f"{run.id}/{name}"))
+            out.append(Evaluation(run, name, checkpoint, roles.get(name), checkpoint_key(run.id, name, checkpoint)))
     return out
 
 
@@ -394,7 +421,7 @@ def _group(number: int, members: list[tuple[Evaluation, set]], ids: dict, settin
         checkpoint, verdict = combined[label], assessment["verdicts"][label]
         info = checkpoint["info"]
         row = {
-            "id": labels[key_of_label[label]][1], "checkpoint": label, "names": sorted({e.name for e in evals}),
+            "id": labels[key_of_label[label]][1], "key": key_of_label[label], "checkpoint": label, "names": sorted({e.name for e in evals}),
             "fingerprint": info.get("fingerprint"), "source": info.get("source"), "role": verdict["role"],
             "method": method_of(evals[0].name, info.get("series")),
             "series": info.get("series"), "step": info.get("step"),
@@ -426,7 +453,8 @@ def _group(number: int, members: list[tuple[Evaluation, set]], ids: dict, settin
                             sign["utility"] * r["suites"][suite]["utility"]["value"])
                   for r in rows if not r["role"] and suite in r["suites"]
                   and r["suites"][suite].get("forget") and r["suites"][suite].get("utility")}
-        fronts[suite] = [r["id"] for r in rows if r["id"] in set(pareto(points))]
+        front = set(pareto(points))
+        fronts[suite] = [r["id"] for r in rows if r["id"] in front]
     group_settings = {suite: settings[suite][next(ids[(e.run.id, suite)] for e, only in members if suite in only)]
                       for suite in suites}
     return {

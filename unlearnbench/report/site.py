@@ -16,15 +16,19 @@ lines of JavaScript; no network), that open from disk or any static host:
 from __future__ import annotations
 
 import html
+import json
 import shutil
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 from unlearnbench.atomic import atomic_write_text
 from unlearnbench.report import leaderboard
-from unlearnbench.report.html import bound_label, check_anchor, checkpoint_anchor, decision_text, item_table, per_item_source
+from unlearnbench.report.html import (ITEM_SCRIPT, bound_label, check_anchor, checkpoint_anchor, decision_text,
+                                      item_list, packed_tables, per_item_source)
 from unlearnbench.report.svg import tradeoff
 from unlearnbench.report.text import forget_text, utility_text
+from unlearnbench.report.verdicts import anchors
 
 CSS = """
 *{box-sizing:border-box}
@@ -63,7 +67,8 @@ figcaption{font-size:12px;color:#555}.tip{font-size:13px;min-height:1.4em;margin
 svg .pt{cursor:pointer}svg .pt:focus{outline:none;stroke:#000;stroke-width:3}
 dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0}dl.kv dt{color:#555}
 dl.kv dd{margin:0;overflow-wrap:anywhere}
-details.items{margin:4px 0}details.items>summary{cursor:pointer}
+details.cp>summary{cursor:pointer;font-weight:600;margin:8px 0}details.items{margin:4px 0}
+details.items>summary{cursor:pointer}h4{margin:10px 0 2px;font-size:13px}
 td.text{min-width:160px;max-width:420px;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px}
 tr.bad td:first-child{border-left:4px solid #c44e52}
 @media (max-width:600px){body{padding:8px;font-size:13px}td,th{padding:2px 4px}.lead{font-size:14px}}
@@ -105,12 +110,12 @@ def _pill(verdict: str) -> str:
     return f'<span class="pill {_e(verdict)}">{_e(verdict.upper())}</span>'
 
 
-def _page(title: str, body: str, *, depth: int = 0) -> str:
+def _page(title: str, body: str, *, depth: int = 0, script: str = SCRIPT) -> str:
     home = "../" * depth + "index.html"
     nav = f'<p class="meta"><a href="{home}">← leaderboard</a></p>' if depth else ""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
             f'content="width=device-width, initial-scale=1"><title>{_e(title)}</title><style>{CSS}</style>'
-            f"<script>{SCRIPT}</script></head><body>{nav}{body}</body></html>\n")
+            f"<script>{script}</script></head><body>{nav}{body}</body></html>\n")
 
 
 # ------------------------------------------------------------------ index
@@ -272,18 +277,9 @@ def _index(board: dict, notes: list[leaderboard.Note], built: str) -> str:
 
 
 # ------------------------------------------------------------------ checkpoint pages
-def _retain_result(report: dict, suite: str, name: str) -> dict | None:
-    from unlearnbench.report.verdicts import anchors
-
-    retain = next((n for n, role in anchors(report).items() if role == "retain"), None)
-    if retain is None or retain == name:
-        return None
-    return report["checkpoints"].get(retain, {}).get("suites", {}).get(suite)
-
-
-def _checkpoint_page(key_rows: list[tuple[dict, dict]], runs: dict[str, leaderboard.Run], copied: set[str]) -> str:
+def _checkpoint_head(key_rows: list[tuple[dict, dict]]) -> str:
+    """A checkpoint page's top: who it is, and its place in every group it is in."""
     row = key_rows[0][1]
-    parts = [f"<h1>{_e(row['checkpoint'])}</h1>"]
     facts = [("fingerprint", f"<code>{_e(row['fingerprint'])}</code>"), ("names in reports", _e(", ".join(row["names"]))),
              ("source", f"<code>{_e(row['source'])}</code>"), ("method", _e(row["method"]))]
     if row["role"]:
@@ -295,45 +291,78 @@ def _checkpoint_page(key_rows: list[tuple[dict, dict]], runs: dict[str, leaderbo
         facts.append((f"leaderboard ({group['id']})",
                       f'{_pill(r["verdict"])} {_e(rank)} · <a href="../index.html#{_e(group["id"])}">'
                       f"{_e(group['title'])}</a> · {_e(r['summary'])}"))
-    parts.append('<dl class="kv">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>")
-    for run_id in row["runs"]:
-        run = runs[run_id]
-        name = next(n for n, c in run.report["checkpoints"].items()
-                    if (c.get("info") or {}).get("fingerprint") == row["fingerprint"] or
-                    (row["fingerprint"] is None and n in row["names"]))
-        checkpoint = run.report["checkpoints"][name]
-        original = f"../runs/{run.id}/report.html" if run.id in copied else None
-        parts.append(f'<h2 id="run-{_e(run.id)}">Run <a href="../runs/{_e(run.id)}.html">{_e(run.id)}</a>'
-                     f" <small>as {_e(name)}</small></h2><p class=\"meta\">started {_e(run.started)}"
-                     + (f' · <a href="{_e(original)}#{_e(checkpoint_anchor(name))}">its report</a>' if original else "")
-                     + "</p>")
-        if checkpoint.get("lost"):
-            parts.append(f'<p class="warn">Lost in this run: {_e(checkpoint["lost"]["reason"])}</p>')
-        lines, drills = [], []
-        for suite, result in checkpoint.get("suites", {}).items():
-            for check, v in result.get("checks", {}).items():
-                metric = (result.get("metrics") or {}).get(v.get("metric") or "", {})
-                ci = v.get("ci") or [None, None]
-                link = (f'<a href="{_e(original)}#{_e(check_anchor(name, suite, check))}">{_e(check)}</a>' if original
-                        else _e(check))
-                lines.append(f"<tr><td>{_e(suite)}</td><td>{link}</td><td>{_e(v.get('metric', ''))}</td>"
-                             f"<td>{_g(v.get('value'), 4)}</td><td>{_g(ci[0], 4)} to {_g(ci[1], 4)}</td>"
-                             f"<td>{_e(metric.get('n', v.get('n', '')) if isinstance(metric, dict) else '')}</td>"
-                             f"<td>{_e(bound_label(v))}</td><td>{_pill(v.get('outcome', 'error'))}</td>"
-                             f"<td class=\"text\">{_e(decision_text(v) or v.get('reason', ''))}</td></tr>")
-                if v.get("metric"):
-                    found = item_table(v["metric"], per_item_source(suite, v["metric"]), result, v,
-                                       _retain_result(run.report, suite, name))
-                    if found:
-                        drills.append(f'<details class="items"><summary>{_e(suite)} · {_e(check)}: {_e(found[0])}'
-                                      f'</summary><div class="scroll">{found[1]}</div></details>')
-        parts.append('<div class="scroll"><table><thead><tr><th>suite</th><th>check</th><th>metric</th><th>value</th>'
-                     "<th>95% CI</th><th>n</th><th>must be</th><th>verdict</th><th>decided on</th></tr></thead>"
-                     f"<tbody>{''.join(lines)}</tbody></table></div>")
-        if drills:
-            parts.append(f"<h3>Items</h3><p class=\"meta\">What the report holds of each check's items (the "
-                         f"checkpoint's generations beside the retain model's).</p>{''.join(drills)}")
-    return _page(f"{row['checkpoint']} · unlearnbench leaderboard", "".join(parts), depth=1)
+    return (f"<h1>{_e(row['checkpoint'])}</h1>"
+            + '<dl class="kv">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>")
+
+
+def _run_section(run: leaderboard.Run, name: str, checkpoint: dict, retain: dict, copied: bool) -> str:
+    """A checkpoint's checks in one run (value, interval, n, bound, verdict, what decided it), each linked to
+    the run's own report, and its items beside the retain model's (`retain`: the retain model's checkpoint
+    entry, or {}), packed as the report packs them."""
+    original = f"../runs/{run.id}/report.html" if copied else None
+    parts = [f'<h2 id="run-{_e(run.id)}-{_e(checkpoint_anchor(name))}">Run <a href="../runs/{_e(run.id)}.html">'
+             f"{_e(run.id)}</a> <small>as {_e(name)}</small></h2><p class=\"meta\">started {_e(run.started)}"
+             + (f' · <a href="{_e(original)}#{_e(checkpoint_anchor(name))}">its report</a>' if original else "")
+             + "</p>"]
+    if checkpoint.get("lost"):
+        parts.append(f'<p class="warn">Lost in this run: {_e(checkpoint["lost"]["reason"])}</p>')
+    lines, drills, tables = [], [], []
+    for suite, result in checkpoint.get("suites", {}).items():
+        for check, v in result.get("checks", {}).items():
+            metric = (result.get("metrics") or {}).get(v.get("metric") or "", {})
+            ci = v.get("ci") or [None, None]
+            link = (f'<a href="{_e(original)}#{_e(check_anchor(name, suite, check))}">{_e(check)}</a>' if original
+                    else _e(check))
+            lines.append(f"<tr><td>{_e(suite)}</td><td>{link}</td><td>{_e(v.get('metric', ''))}</td>"
+                         f"<td>{_g(v.get('value'), 4)}</td><td>{_g(ci[0], 4)} to {_g(ci[1], 4)}</td>"
+                         f"<td>{_e(metric.get('n', v.get('n', '')) if isinstance(metric, dict) else '')}</td>"
+                         f"<td>{_e(bound_label(v))}</td><td>{_pill(v.get('outcome', 'error'))}</td>"
+                         f"<td class=\"text\">{_e(decision_text(v) or v.get('reason', ''))}</td></tr>")
+            items = item_list(v["metric"], per_item_source(suite, v["metric"]), result, v,
+                              retain.get("suites", {}).get(suite), tables) if v.get("metric") else ""
+            if items:
+                drills.append(f"<h4>{_e(suite)} · {_e(check)}</h4>{items}")
+    parts.append('<div class="scroll"><table><thead><tr><th>suite</th><th>check</th><th>metric</th><th>value</th>'
+                 "<th>95% CI</th><th>n</th><th>must be</th><th>verdict</th><th>decided on</th></tr></thead>"
+                 f"<tbody>{''.join(lines)}</tbody></table></div>")
+    if drills:  # unpacked when a list is first opened
+        parts.append(f'<details class="cp" open id="items-{_e(run.id)}-{_e(checkpoint_anchor(name))}"><summary>Items: '
+                     "what the report holds of each check's items (the checkpoint's generations beside the retain "
+                     f"model's)</summary>{''.join(drills)}{packed_tables(tables)}</details>")
+    return "".join(parts)
+
+
+def _write_checkpoint_pages(board: dict, runs: list[leaderboard.Run], copied: set[str], output: Path,
+                            notes: list[leaderboard.Note]) -> None:
+    """checkpoints/<id>.html. The reports' items are read again one run at a time (the board holds none), each
+    checkpoint's sections appended to a part file in run order, so that memory holds one report at most."""
+    pages: dict[str, list[tuple[dict, dict]]] = {}
+    page_of_key = {}
+    for group in board["groups"]:
+        for row in group["rows"]:
+            pages.setdefault(row["id"], []).append((group, row))
+            page_of_key[row["key"]] = row["id"]
+    with tempfile.TemporaryDirectory(dir=output, prefix=".parts-") as parts:
+        for run in runs:
+            data = run.file.read_bytes() if run.file.is_file() else b""
+            if leaderboard.digest(data) != run.digest:  # read and validated before, unless changed since
+                notes.append(leaderboard.Note(run.file, f"{run.file} changed while the site was built: its checkpoints' "
+                                                        "pages show no checks from it", problem=True))
+                continue
+            report = json.loads(data)
+            retain_name = next((n for n, role in anchors(report).items() if role == "retain"), None)
+            for name, checkpoint in report["checkpoints"].items():
+                page = page_of_key.get(leaderboard.checkpoint_key(run.id, name, checkpoint))
+                retain = report["checkpoints"].get(retain_name, {}) if retain_name not in (None, name) else {}
+                if page is not None:
+                    with open(Path(parts) / f"{page}.part", "a", encoding="utf-8") as part:
+                        part.write(_run_section(run, name, checkpoint, retain, run.id in copied))
+        for page, key_rows in pages.items():
+            part = Path(parts) / f"{page}.part"
+            body = _checkpoint_head(key_rows) + (part.read_text(encoding="utf-8") if part.exists() else "")
+            atomic_write_text(output / "checkpoints" / f"{page}.html",
+                              _page(f"{key_rows[0][1]['checkpoint']} · unlearnbench leaderboard", body, depth=1,
+                                    script=ITEM_SCRIPT))
 
 
 # ------------------------------------------------------------------ run pages
@@ -365,7 +394,7 @@ def _run_page(run: leaderboard.Run, copied: bool, rows_of: dict[str, dict]) -> s
                         f"</code></td><td><code>{_e((info.get('thresholds_files') or {}).get(s, ''))}</code></td></tr>"
                         for s, d in data.items())
     verdicts = report["assessment"]["verdicts"]
-    cps = "".join(f"<li>{_row_link(name, c, rows_of)} {_pill(verdicts[name]['verdict'])} "
+    cps = "".join(f"<li>{_row_link(run.id, name, c, rows_of)} {_pill(verdicts[name]['verdict'])} "
                   f"<small>{_e(verdicts[name]['summary'])}</small></li>" for name, c in report["checkpoints"].items())
     body = (f"<h1>Run {_e(run.id)}</h1><dl class=\"kv\">"
             + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"
@@ -375,9 +404,8 @@ def _run_page(run: leaderboard.Run, copied: bool, rows_of: dict[str, dict]) -> s
     return _page(f"run {run.id} · unlearnbench leaderboard", body, depth=1)
 
 
-def _row_link(name: str, checkpoint: dict, rows_of: dict[str, dict]) -> str:
-    fingerprint = (checkpoint.get("info") or {}).get("fingerprint")
-    row = rows_of.get(fingerprint) or rows_of.get(name)
+def _row_link(run_id: str, name: str, checkpoint: dict, rows_of: dict[str, dict]) -> str:
+    row = rows_of.get(leaderboard.checkpoint_key(run_id, name, checkpoint))
     return f'<a href="../checkpoints/{_e(row["id"])}.html">{_e(name)}</a>' if row else _e(name)
 
 
@@ -393,7 +421,6 @@ def build_site(inputs: list[Path], output: Path) -> tuple[dict, list[leaderboard
     (output / "checkpoints").mkdir(parents=True, exist_ok=True)
     (output / "runs").mkdir(parents=True, exist_ok=True)
     built = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    by_id = {r.id: r for r in runs}
     copied = set()
     for run in runs:
         original = run.file.with_name("report.html")
@@ -401,17 +428,12 @@ def build_site(inputs: list[Path], output: Path) -> tuple[dict, list[leaderboard
             (output / "runs" / run.id).mkdir(exist_ok=True)
             shutil.copyfile(original, output / "runs" / run.id / "report.html")
             copied.add(run.id)
-    pages: dict[str, list[tuple[dict, dict]]] = {}
-    rows_of: dict[str, dict] = {}
-    for group in board["groups"]:
-        for row in group["rows"]:
-            pages.setdefault(row["id"], []).append((group, row))
-            rows_of.setdefault(row["fingerprint"] or row["checkpoint"], row)
-    for page_id, key_rows in pages.items():
-        atomic_write_text(output / "checkpoints" / f"{page_id}.html", _checkpoint_page(key_rows, by_id, copied))
+    rows_of = {row["key"]: row for group in board["groups"] for row in group["rows"]}
+    _write_checkpoint_pages(board, runs, copied, output, notes)
     for run in runs:
         atomic_write_text(output / "runs" / f"{run.id}.html", _run_page(run, run.id in copied, rows_of))
-    atomic_write_text(output / "leaderboard.json", leaderboard.to_json(board | {"built_at": built, "notes": [n.text for n in notes]}))
+    atomic_write_text(output / "leaderboard.json",
+                      leaderboard.to_json(board | {"built_at": built, "notes": [n.text for n in notes]}))
     atomic_write_text(output / "leaderboard.csv", leaderboard.to_csv(board))
     atomic_write_text(output / "index.html", _index(board, notes, built))
     return board, notes
