@@ -305,6 +305,18 @@ def test_the_site_reads_sorts_filters_and_labels_its_points_in_chromium(chromium
         step_2.click(force=True)
         assert {"npo-run-checkpoint-2", "full"} <= {label.split(":")[0] for label in
                                                     tofu.locator(".tip").inner_text().split(" · ")}
+        # a checkpoint page: its runs, and an item list that unpacks when opened, one row per item of the report
+        row = next(r for r in main["rows"] if r["checkpoint"].startswith("npo ·") and len(r["runs"]) > 1)
+        page.goto((site / "checkpoints" / f"{row['id']}.html").as_uri())
+        runs_of_row = {run for group in board["groups"] for r in group["rows"] if r["id"] == row["id"]
+                       for run in r["runs"]}
+        assert len(runs_of_row) == len(row["runs"]) + 1  # the trimmed DUSK data's run: the other group's
+        assert page.locator("h2", has_text="Run ").count() == len(runs_of_row)
+        items = page.locator("details.items").first
+        items.locator("summary").click()
+        page.wait_for_function("d => d.querySelector('.scroll').dataset.ready === '1'", arg=items.element_handle())
+        expected = int(items.locator("summary").inner_text().split()[0])  # "24 items, ..."
+        assert items.locator("tr.item").count() == expected > 0
         browser.close()
     assert errors == []
     assert all(url.startswith("file://") for url in requests), [u for u in requests if not u.startswith("file")]

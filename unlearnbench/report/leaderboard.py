@@ -286,12 +286,13 @@ def _primary(evaluations: list[Evaluation], ids: dict, split: set) -> dict[str, 
 
 
 def headline_axes(suite: str, results: list[dict]) -> dict[str, dict]:
-    """{axis: {metric, higher_is_better}} of a suite: its SuiteSpec
+    """{axis: {metric, higher_is_better, log}} of a suite: its SuiteSpec
     `headline`, else, per axis, the metric of its first check on that axis
     (by name) in `results`."""
     from unlearnbench.suites import SUITES
 
     declared = dict(SUITES[suite].headline) if suite in SUITES else {}
+    logs = {m.name for m in SUITES[suite].metrics if m.log_scale} if suite in SUITES else set()
     checks = sorted(((c, v) for r in results for c, v in r.get("checks", {}).items() if v.get("axis")),
                     key=lambda cv: cv[0])
     out = {}
@@ -303,7 +304,7 @@ def headline_axes(suite: str, results: list[dict]) -> dict[str, dict]:
         if higher is None:
             higher = next((v.get("direction") == "at_least" for _, v in checks if v.get("metric") == metric), True)
         if metric and any(metric in r.get("metrics", {}) for r in results):
-            out[axis] = {"metric": metric, "higher_is_better": bool(higher)}
+            out[axis] = {"metric": metric, "higher_is_better": bool(higher), "log": metric in logs}
     return out
 
 

@@ -201,7 +201,8 @@ def _scatters(group: dict) -> str:
                           ylabel=f"forget: {axes['forget']['metric']}", x_higher=axes["utility"]["higher_is_better"],
                           y_higher=axes["forget"]["higher_is_better"], front=front,
                           paths={s: [i for _, i in sorted(steps)] for s, steps in paths.items()},
-                          kind=f"tradeoff-{suite}", caption=caption)
+                          kind=f"tradeoff-{suite}", caption=caption, x_log=axes["utility"].get("log", False),
+                          y_log=axes["forget"].get("log", False))
         figures.append(figure.replace("</figure>", '<p class="tip" aria-live="polite"></p></figure>'))
     return f'<div class="plots">{"".join(figures)}</div>' if figures else ""
 

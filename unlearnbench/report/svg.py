@@ -19,6 +19,7 @@ import math
 PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974")
 CHAR_EM = 0.62
 GOAL_FILL = "#e3f4e3"
+LOG_FLOOR = 1e-12  # a log axis's lowest value when it has no positive one
 
 
 def _e(value) -> str:
@@ -317,13 +318,15 @@ def curve(title: str, steps: list[int], lines: dict[str, list[float | None]], ki
 
 
 def tradeoff(title: str, points: list[dict], *, xlabel: str, ylabel: str, x_higher: bool, y_higher: bool,
-             front: list[str], paths: dict[str, list[str]], kind: str, caption: str) -> str:
+             front: list[str], paths: dict[str, list[str]], kind: str, caption: str, x_log: bool = False,
+             y_log: bool = False) -> str:
     """A benchmark's trade-off: one point per checkpoint ({id, label, x, y,
     method, role}), utility right and forget up, each axis reversed where less
     is better so that good is always the top right; colours by method (legend),
     reference models as labelled squares, `front` (ids, the Pareto front)
     joined by a dark line and ringed, `paths` (series -> ids in step order) as
-    thin lines. Every point carries its label (data-label, and a tooltip)."""
+    thin lines; `x_log`/`y_log`: a log10 axis (a p-value). Every point carries its label (data-label, and a
+    tooltip)."""
     width, height, left, right, top = 460, 400, 56, 444, 0
     methods = list(dict.fromkeys(p["method"] for p in points if not p.get("role")))
     colour = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(methods)}
@@ -332,33 +335,44 @@ def tradeoff(title: str, points: list[dict], *, xlabel: str, ylabel: str, x_high
     legend_svg, top = legend(entries, 10, 26, width - 20)
     bottom = height - 50
 
-    def scale(values: list[float], higher: bool, lo_px: float, hi_px: float):
+    def scale(values: list[float], higher: bool, lo_px: float, hi_px: float, log: bool):
+        """(value -> pixel, [(tick value, tick text)]); on a log axis a value at or below 0 sits at its floor."""
         lo, hi = min(values, default=0.0), max(values, default=1.0)
-        if 0.0 <= lo and hi <= 1.0:
-            lo, hi = 0.0, 1.0
-        pad = (hi - lo) * 0.05 or 0.5
-        ticks = nice_ticks(lo - pad, hi + pad, 5)
-        lo, hi = ticks[0], ticks[-1] if ticks[-1] > ticks[0] else ticks[0] + 1
-        def to_px(v):
-            share = (v - lo) / (hi - lo)
-            return lo_px + (share if higher else 1 - share) * (hi_px - lo_px)
-        return to_px, ticks, hi - lo
+        if log:
+            floor = min((v for v in values if v > 0), default=LOG_FLOOR)
+            lo, hi = floor, max(hi, floor)
+            first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+            step = max(1, math.ceil((last - first) / 5))
+            ticks = [(10.0 ** k, "1" if k == 0 else f"1e{k}") for k in range(first, last + 1, step)]
+            lo_t, hi_t = first, max(last, first + 1)
+            transform = lambda v: math.log10(max(v, floor))  # noqa: E731
+        else:
+            if 0.0 <= lo and hi <= 1.0:
+                lo, hi = 0.0, 1.0
+            pad = (hi - lo) * 0.05 or 0.5
+            values_t = nice_ticks(lo - pad, hi + pad, 5)
+            lo_t, hi_t = values_t[0], values_t[-1] if values_t[-1] > values_t[0] else values_t[0] + 1
+            ticks = [(t, tick_text(t, hi_t - lo_t)) for t in values_t]
+            transform = float
 
-    sx, x_ticks, x_span = scale([p["x"] for p in points], x_higher, left, right)
-    sy, y_ticks, y_span = scale([p["y"] for p in points], y_higher, bottom, top)
+        def to_px(v):
+            share = (transform(v) - lo_t) / (hi_t - lo_t)
+            return lo_px + (share if higher else 1 - share) * (hi_px - lo_px)
+        return to_px, ticks
+
+    sx, x_ticks = scale([p["x"] for p in points], x_higher, left, right, x_log)
+    sy, y_ticks = scale([p["y"] for p in points], y_higher, bottom, top, y_log)
     body = [legend_svg,
             f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#888"/>'
             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#888"/>']
-    for t in x_ticks:
+    for t, text in x_ticks:
         body.append(f'<line x1="{sx(t):.1f}" y1="{top}" x2="{sx(t):.1f}" y2="{bottom}" stroke="#f0f0f0"/>'
-                    f'<text x="{sx(t):.1f}" y="{bottom + 14}" text-anchor="middle" font-size="10">'
-                    f"{tick_text(t, x_span)}</text>")
-    for t in y_ticks:
+                    f'<text x="{sx(t):.1f}" y="{bottom + 14}" text-anchor="middle" font-size="10">{text}</text>')
+    for t, text in y_ticks:
         body.append(f'<line x1="{left}" y1="{sy(t):.1f}" x2="{right}" y2="{sy(t):.1f}" stroke="#f0f0f0"/>'
-                    f'<text x="{left - 5}" y="{sy(t) + 3.5:.1f}" text-anchor="end" font-size="10">'
-                    f"{tick_text(t, y_span)}</text>")
-    xl = f"{xlabel} ({'higher' if x_higher else 'lower'} is better →)"
-    yl = f"{ylabel} ({'higher' if y_higher else 'lower'} is better →)"
+                    f'<text x="{left - 5}" y="{sy(t) + 3.5:.1f}" text-anchor="end" font-size="10">{text}</text>')
+    xl = f"{xlabel}{', log' if x_log else ''} ({'higher' if x_higher else 'lower'} is better →)"
+    yl = f"{ylabel}{', log' if y_log else ''} ({'higher' if y_higher else 'lower'} is better →)"
     body.append(f'<text x="{(left + right) / 2}" y="{bottom + 32}" text-anchor="middle" font-size="11">{_e(xl)}</text>'
                 f'<text x="13" y="{(top + bottom) / 2}" font-size="11" transform="rotate(-90 13 {(top + bottom) / 2})" '
                 f'text-anchor="middle">{_e(yl)}</text>')
@@ -390,6 +404,11 @@ def tradeoff(title: str, points: list[dict], *, xlabel: str, ylabel: str, x_high
         if i in labelled:
             tx, ty = labelled[i]
             body.append(f'<text x="{tx:.1f}" y="{ty:.1f}" font-size="11">{_e(p["label"])}</text>')
+    unlabelled = [p["label"] for i, p in enumerate(points) if i not in labelled]
+    if len(unlabelled) > 8:
+        caption += f" {len(unlabelled)} points have no room for a label."
+    elif unlabelled:
+        caption += f" No room for the labels of {', '.join(unlabelled)}."
     if len(methods) > len(PALETTE):
         caption += f" {len(methods)} methods: colours repeat after {len(PALETTE)}."
     caption += " Squares: reference models. Tap or hover a point for its name and values."

@@ -42,6 +42,8 @@ class Metric:
     # A metric of what must be kept (retained knowledge, fluency), not of
     # forgetting: meta-evaluation does not score it as a forgetting metric.
     utility: bool = False
+    # Plotted on a log axis (a p-value, spanning decades): the leaderboard's trade-off plots.
+    log_scale: bool = False
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ UTILITY = ("retain_prob", "retain_rouge", "retain_truth_ratio", "ra_prob", "ra_r
 SPEC = on_zoo_family(
     name="tofu",
     metrics=(*metric_set(("forget_prob", "forget_rouge", "forget_truth_ratio", "forget_truth_ratio_prob_mean",
-                          "forget_quality", "extraction_strength", "exact_memorization"), scale=UNIT),
+                          "extraction_strength", "exact_memorization"), scale=UNIT),
+             Metric("forget_quality", scale=UNIT, log_scale=True),
              Metric("privleak"), *metric_set(UTILITY, scale=UNIT, utility=UTILITY)),
     loader="unlearnbench.suites.tofu.data:load",
     evaluator="unlearnbench.suites.tofu.metrics:evaluate",
