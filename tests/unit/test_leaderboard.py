@@ -34,7 +34,8 @@ def verdict(check: str, metric: str, value: float, *, margin: float, outcome: st
             "rule": "interval", "alpha": 0.05, "correction": "none", "strict_ci": False}
 
 
-def report(run_id: str, started: str, values: dict[str, float], *, margin: float) -> dict:
+def report(run_id: str, started: str, values: dict[str, float], *, margin: float,
+           checks: tuple[str, ...] = ("erased",)) -> dict:
     return {
         "schema": "unlearnbench.report", "schema_version": 3,
         "run": {"id": run_id, "started_at": started, "anchors": {}},
@@ -42,8 +43,8 @@ def report(run_id: str, started: str, values: dict[str, float], *, margin: float
         "checkpoints": {name: {"info": {"name": name, "fingerprint": f"fp-{name}"}, "suites": {"uds": {
             "data": {"fingerprint": "data-1", "source": "items.json", "suite_version": 3},
             "metrics": {"uds": {"value": value, "n": 10, "ci": [value - 0.1, value + 0.1], "higher_is_better": True}},
-            "checks": {"erased": verdict("erased", "uds", value, margin=margin,
-                                         outcome="pass" if value >= 0.5 else "fail")}}}}
+            "checks": {check: verdict(check, "uds", value, margin=margin, outcome="pass" if value >= 0.5 else "fail")
+                       for check in checks}}}}
             for name, value in values.items()},
         "summary": {"passed": 0, "failed": 0, "skipped": 0, "inconclusive": 0, "errors": 0},
     }
@@ -69,3 +70,21 @@ def test_a_changed_gate_opens_a_group_that_says_what_differs(tmp_path):
     assert main["rows"][0]["suites"]["uds"]["forget"]["value"] == 0.9
     assert other["rows"][0]["suites"]["uds"]["forget"]["value"] == 0.8
     assert main["rows"][0]["runs"] == ["r1"] and other["rows"][0]["runs"] == ["r2"]
+
+
+def test_a_run_that_left_a_check_out_is_the_same_setting(tmp_path):
+    """Settings are compared on the checks both ran: a run of one check (pytest -k) joins the run of two."""
+    runs = {"both": report("r1", "2026-01-01T00:00:00", {"ga": 0.9, "npo": 0.2}, margin=0.05,
+                           checks=("erased", "erased_deep")),
+            "one": report("r2", "2026-01-02T00:00:00", {"rmu": 0.7}, margin=0.05, checks=("erased",)),
+            "other": report("r3", "2026-01-03T00:00:00", {"simnpo": 0.6}, margin=0.2, checks=("erased_deep",))}
+    for name, body in runs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "report.json").write_text(json.dumps(body))
+    board = leaderboard.build(leaderboard.read_runs(leaderboard.find_reports([tmp_path]))[0])
+    assert [sorted(r["checkpoint"] for r in g["rows"]) for g in board["groups"]] == [["ga", "npo", "rmu"], ["simnpo"]]
+    assert board["groups"][1]["differs"] == {"uds": ["check erased_deep: margin 0.05 vs 0.2"]}
+    # the report's rule: ranked on the checks every candidate ran (rmu ran one of the two)
+    main = board["groups"][0]
+    assert main["shared_checks"] == ["uds.erased"]
+    assert [(r["checkpoint"], r["rank"]) for r in main["rows"]] == [("ga", 1), ("rmu", 2), ("npo", 3)]

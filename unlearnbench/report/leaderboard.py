@@ -162,10 +162,6 @@ def read_runs(files: list[Path]) -> tuple[list[Run], list[Note]]:
 
 
 # ------------------------------------------------------------------ settings
-def _short(text: str, n: int = 8) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:n]
-
-
 def _settings(run: Run) -> dict[str, dict]:
     """{suite: setting} of a run: what its results on that suite depend on besides the checkpoint."""
     report = run.report
@@ -189,31 +185,39 @@ def _settings(run: Run) -> dict[str, dict]:
     return out
 
 
-def _setting_key(setting: dict, *, version: bool = True) -> str:
-    fields = {k: setting[k] for k in ("data", "gate", "references")}
-    if version:
-        fields["suite_version"] = setting["suite_version"]
-    return _short(json.dumps(fields, sort_keys=True, default=str))
+def _agree(a: dict, b: dict) -> bool:
+    """Whether two mappings agree wherever both have a value."""
+    return all(a[k] == b[k] for k in set(a) & set(b) if a[k] is not None and b[k] is not None)
+
+
+def _comparable(a: dict, b: dict) -> bool:
+    """Two settings of one suite are comparable when their data is the same, their suite versions are (or
+    one is not recorded), and their gates and reference models agree on every check and role both have: a
+    run that left a check out (or ran without the retain model) is not another setting."""
+    return (a["data"] == b["data"] and _agree({"v": a["suite_version"]}, {"v": b["suite_version"]})
+            and _agree(a["gate"], b["gate"]) and _agree(a["references"], b["references"]))
 
 
 def setting_ids(runs: list[Run]) -> tuple[dict[tuple[str, str], str], dict[str, dict[str, dict]]]:
-    """({(run id, suite): setting id}, {suite: {setting id: setting}}). A
-    report that does not record its suite version (schema 1 and 2) joins the
-    setting that matches it otherwise when only one version of it is known."""
-    raw = {(run.id, suite): s for run in runs for suite, s in _settings(run).items()}
-    known: dict[tuple[str, str], set] = {}
-    for (run_id, suite), s in raw.items():
-        if s["suite_version"] is not None:
-            known.setdefault((suite, _setting_key(s, version=False)), set()).add(s["suite_version"])
-    ids, table = {}, {}
-    for (run_id, suite), s in raw.items():
-        versions = known.get((suite, _setting_key(s, version=False)), set())
-        if s["suite_version"] is None and len(versions) == 1:
-            s = s | {"suite_version": next(iter(versions)), "version_inferred": True}
-        key = _setting_key(s)
-        ids[(run_id, suite)] = key
-        entry = table.setdefault(suite, {}).setdefault(key, s | {"runs": []})
-        entry["runs"].append(run_id)
+    """({(run id, suite): setting id}, {suite: {setting id: setting}}): each run's setting of a suite joins
+    the first comparable one (the most complete first), which takes on what it adds (checks, roles, a
+    version); a schema 1 or 2 report records no suite version and joins the one it matches otherwise."""
+    raw = [(run.id, suite, s) for run in runs for suite, s in _settings(run).items()]
+    raw.sort(key=lambda r: (r[2]["suite_version"] is None, -len(r[2]["gate"]), -len(r[2]["references"])))
+    ids: dict[tuple[str, str], str] = {}
+    table: dict[str, dict[str, dict]] = {}
+    for run_id, suite, s in raw:
+        found = table.setdefault(suite, {})
+        sid = next((k for k, other in found.items() if _comparable(s, other)), None)
+        if sid is None:
+            sid = f"{suite}-{len(found) + 1}"
+            found[sid] = s | {"gate": dict(s["gate"]), "references": dict(s["references"]), "runs": []}
+        setting = found[sid]
+        setting["gate"].update({c: g for c, g in s["gate"].items() if c not in setting["gate"]})
+        setting["references"].update({r: f for r, f in s["references"].items() if setting["references"].get(r) is None})
+        setting["suite_version"] = setting["suite_version"] or s["suite_version"]
+        setting["runs"].append(run_id)
+        ids[(run_id, suite)] = sid
     return ids, table
 
 
@@ -228,18 +232,13 @@ def differences(settings: dict[str, dict]) -> list[str]:
     if len({json.dumps(s["references"], sort_keys=True) for s in values}) > 1:
         out.append("reference models: " + " vs ".join(
             ", ".join(f"{role} {fp}" for role, fp in sorted(s["references"].items())) or "none" for s in values))
-    checks = sorted({c for s in values for c in s["gate"]})
-    for check in checks:
-        signatures = [s["gate"].get(check) for s in values]
-        if len({json.dumps(sig) for sig in signatures}) > 1:
-            fields = ("metric", "direction", "relative to", "margin", "strict CI", "rule", "alpha", "correction",
-                      "bound")
-            changed = [f for i, f in enumerate(fields)
-                       if len({json.dumps(sig[i] if sig else "not run") for sig in signatures}) > 1]
-            out.append(f"check {check}: {', '.join(changed)} "
-                       + " vs ".join("not run" if sig is None else
-                                     "/".join("not recorded" if sig[fields.index(f)] is None else
-                                              str(sig[fields.index(f)]) for f in changed) for sig in signatures))
+    fields = ("metric", "direction", "relative to", "margin", "strict CI", "rule", "alpha", "correction", "bound")
+    for check in sorted(set.intersection(*(set(s["gate"]) for s in values))):  # a check left out is no difference
+        signatures = [s["gate"][check] for s in values]
+        changed = [i for i in range(len(fields)) if len({json.dumps(sig[i]) for sig in signatures}) > 1]
+        if changed:
+            out.append(f"check {check}: {', '.join(fields[i] for i in changed)} " + " vs ".join(
+                "/".join("not recorded" if sig[i] is None else str(sig[i]) for i in changed) for sig in signatures))
     return out
 
 

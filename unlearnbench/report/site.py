@@ -382,6 +382,10 @@ def _run_page(run: leaderboard.Run, copied: bool, rows_of: dict[str, dict]) -> s
                                                             "not recorded (older report)"))),
              ("exit status", _e(info.get("exit_status", "")))]
     facts += [(f"environment: {k}", _e(v)) for k, v in env.items()]
+    loaded = sorted({f"{info.get('device_name') or info.get('device')}, {info.get('dtype')}"
+                     for c in report["checkpoints"].values() if (info := c.get("info") or {}).get("dtype")})
+    if loaded:
+        facts.append(("device, dtype (as loaded)", _e("; ".join(loaded))))
     if report.get("merged_from"):
         facts.append(("merged from", _e(", ".join(str(m.get("run_id")) for m in report["merged_from"]))))
     options = info.get("options") or {}
