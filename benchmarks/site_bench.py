@@ -48,7 +48,8 @@ def main() -> None:
         total = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
         rows = sum(len(g["rows"]) for g in board["groups"])
         inputs = sum(p.stat().st_size for p in reports.rglob("report.json"))
-        print(f"{args.runs} runs x {args.checkpoints} checkpoints ({inputs / 2**20:.0f} MiB of reports) -> {rows} rows: site written in {seconds:.2f} s, "
+        print(f"{args.runs} runs x {args.checkpoints} checkpoints ({inputs / 2**20:.0f} MiB of reports) -> {rows} "
+              f"rows: site written in {seconds:.2f} s, "
               f"peak RSS {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f} MiB; index.html "
               f"{(site / 'index.html').stat().st_size / 2**20:.2f} MiB, {len(pages)} checkpoint pages "
               f"{sum(p.stat().st_size for p in pages) / 2**20:.1f} MiB, whole site {total / 2**20:.1f} MiB")

@@ -89,6 +89,15 @@ def test_init_from_the_wheel_makes_a_repository_that_runs_a_suite_and_owns_its_g
     forced = run("-m", "unlearnbench.cli", "init", str(repo), "--suite", "smoke", "--force", cwd=tmp_path)
     assert forced.returncode == 0 and "bound: -4.0" in gate.read_text()
 
+    # The wheel's `unlearnbench site` over the two runs: one gate bound changed between them, so the runs are
+    # two comparable settings, and the site says which bound differs.
+    published = run("-m", "unlearnbench.cli", "site", "reports", "-o", str(tmp_path / "leaderboard"))
+    assert published.returncode == 0, published.stderr
+    board = json.loads((tmp_path / "leaderboard" / "leaderboard.json").read_text())
+    assert len(board["runs"]) == 2 and len(board["groups"]) == 2
+    assert "check fluent_on_reference_texts: bound" in board["groups"][1]["differs"]["smoke"][0]
+    assert (tmp_path / "leaderboard" / "index.html").is_file()
+
 
 def test_pyargs_runs_a_packaged_suite_from_any_folder_with_its_default_gate(wheel, tmp_path, smoke_lm_dir, cache_dir):
     unpacked = tmp_path / "site"

@@ -80,7 +80,8 @@ def runs(tmp_path_factory, zoo_family, cache_dir, warm_python) -> dict:
     old.write_text(json.dumps(as_schema_2(json.loads(old.read_text()))))
     out["old"] = old
     # The same checkpoints on a second DUSK data set: the zoo's, with a third of the forget questions left out.
-    zoo_data = Path(warm_python.run(["-m", "unlearnbench.cli", "zoo", "--cache-dir", str(cache_dir), "data"]).stdout.strip())
+    zoo_data = Path(warm_python.run(["-m", "unlearnbench.cli", "zoo", "--cache-dir", str(cache_dir), "data"])
+                    .stdout.strip())
     zoo_dusk = zoo_data / "dusk"
     trimmed = shutil.copytree(zoo_dusk, project / "dusk-trimmed")
     questions = (zoo_dusk / "eval" / "SpecificForgetQA.jsonl").read_text().splitlines()

@@ -329,7 +329,8 @@ def per_item_source(suite: str, metric: str) -> str:
     return dict(SUITES[suite].per_item_source).get(metric, metric) if suite in SUITES else metric
 
 
-def item_table(metric_name: str, source: str, result: dict, verdict: dict, retain: dict | None) -> tuple[str, str] | None:
+def item_table(metric_name: str, source: str, result: dict, verdict: dict,
+               retain: dict | None) -> tuple[str, str] | None:
     """(summary, table) of the check's items: per-item value, the item's
     fields, and the retain model's output for the same item beside the
     checkpoint's; None when the metric has no items."""

@@ -85,8 +85,8 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-# What the leaderboard reads of a metric (its value, interval and n; which way is better) and of a verdict: its outcome and value against its gate (the ranking), the gate's
-# fields (report/merge.py's signature: comparable settings), its interval and n.
+# What the leaderboard reads of a metric (its value, interval and n; which way is better) and of a verdict (its
+# outcome and value against its gate for the ranking, the gate's fields for comparable settings, interval and n).
 METRIC_FIELDS = ("name", "value", "n", "ci", "higher_is_better", "unavailable")
 VERDICT_FIELDS = ("check", "metric", "outcome", "value", "ci", "n", "bound", "direction", "axis", "relative_to",
                   "margin", "strict_ci", "rule", "alpha", "correction")
@@ -421,7 +421,8 @@ def _group(number: int, members: list[tuple[Evaluation, set]], ids: dict, settin
         checkpoint, verdict = combined[label], assessment["verdicts"][label]
         info = checkpoint["info"]
         row = {
-            "id": labels[key_of_label[label]][1], "key": key_of_label[label], "checkpoint": label, "names": sorted({e.name for e in evals}),
+            "id": labels[key_of_label[label]][1], "key": key_of_label[label], "checkpoint": label,
+            "names": sorted({e.name for e in evals}),
             "fingerprint": info.get("fingerprint"), "source": info.get("source"), "role": verdict["role"],
             "method": method_of(evals[0].name, info.get("series")),
             "series": info.get("series"), "step": info.get("step"),

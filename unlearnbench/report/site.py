@@ -28,7 +28,7 @@ from unlearnbench.report.html import (ITEM_SCRIPT, bound_label, check_anchor, ch
                                       item_list, packed_tables, per_item_source)
 from unlearnbench.report.svg import tradeoff
 from unlearnbench.report.text import forget_text, utility_text
-from unlearnbench.report.verdicts import anchors
+from unlearnbench.report.verdicts import VERDICT_ORDER, anchors
 
 CSS = """
 *{box-sizing:border-box}
@@ -52,7 +52,8 @@ margin-left:4px;white-space:nowrap}.badge.clash{background:#fbe3d0;color:#7a3a00
 table.board{margin:0;font-size:13px}
 table.board th,table.board td{white-space:nowrap}
 table.board thead th{position:sticky;top:0;z-index:2;background:#f4f4f4;cursor:pointer;user-select:none}
-table.board thead th[aria-sort=ascending]::after{content:" ▲"}table.board thead th[aria-sort=descending]::after{content:" ▼"}
+table.board thead th[aria-sort=ascending]::after{content:" ▲"}
+table.board thead th[aria-sort=descending]::after{content:" ▼"}
 table.board .name{position:sticky;left:0;z-index:1;background:#fafafa;max-width:14em;overflow:hidden;
 text-overflow:ellipsis}
 table.board thead th.name{z-index:3;background:#f4f4f4}
@@ -94,7 +95,8 @@ pt.closest('figure').querySelector('.tip').textContent=near.map(function(q){retu
 document.addEventListener('click',function(e){var pt=e.target.closest&&e.target.closest('svg .pt');if(pt)showPoint(pt);
 var th=e.target.closest&&e.target.closest('table.board thead th');if(th)sortBoard(th);});
 document.addEventListener('focusin',function(e){if(e.target.matches&&e.target.matches('svg .pt'))showPoint(e.target);});
-document.addEventListener('mouseover',function(e){if(e.target.matches&&e.target.matches('svg .pt'))showPoint(e.target);});
+document.addEventListener('mouseover',function(e){
+if(e.target.matches&&e.target.matches('svg .pt'))showPoint(e.target);});
 """
 
 
@@ -125,12 +127,13 @@ def _arrow(spec: dict) -> str:
 
 def _board_table(group: dict) -> str:
     suites = group["suites"]
-    head = ['<th class="num" data-type="num">rank</th>', '<th class="name">checkpoint</th>', "<th>verdict</th>"]
+    head = ['<th class="num">rank</th>', '<th class="name">checkpoint</th>', "<th>verdict</th>"]
     for suite in suites:
         head.append(f'<th title="{_e(suite)}: checks passed / judged">{_e(suite)}<br><small>passed</small></th>')
         for axis, spec in group["axes"][suite].items():
-            head.append(f'<th title="{_e(suite)} {axis} axis: {_e(spec["metric"])} ({"higher" if spec["higher_is_better"] else "lower"} '
-                        f'is better)">{_e(suite)} {axis}<br><small>{_e(spec["metric"])} {_arrow(spec)}</small></th>')
+            better = "higher" if spec["higher_is_better"] else "lower"
+            head.append(f'<th title="{_e(suite)} {axis} axis: {_e(spec["metric"])} ({better} is better)">{_e(suite)} '
+                        f'{axis}<br><small>{_e(spec["metric"])} {_arrow(spec)}</small></th>')
     head.append("<th>runs</th>")
     rows = []
     for row in group["rows"]:
@@ -145,15 +148,16 @@ def _board_table(group: dict) -> str:
         cells = [f'<td class="num" data-v="{rank}">{rank_cell or ("ref" if row["role"] else "–")}</td>',
                  f'<th class="name" title="{_e(row["checkpoint"])}"><a href="checkpoints/{_e(row["id"])}.html">'
                  f'{_e(row["checkpoint"])}</a>{badges}</th>',
-                 f'<td data-v="{["pass", "inconclusive", "fail"].index(row["verdict"]) if row["verdict"] in ("pass", "inconclusive", "fail") else 3}"'
-                 f' title="{_e(row["summary"])}">{_pill(row["verdict"])}</td>']
+                 f'<td data-v="{VERDICT_ORDER.get(row["verdict"], 3)}" title="{_e(row["summary"])}">'
+                 f'{_pill(row["verdict"])}</td>']
         for suite in suites:
             cell = row["suites"].get(suite)
             if cell is None:
                 cells.append('<td class="num" data-v="">—</td>' * (1 + len(group["axes"][suite])))
                 continue
             share = cell["passed"] / cell["judged"] if cell["judged"] else -1
-            cells.append(f'<td class="num {cell["verdict"]}" data-v="{share:.6g}">{cell["passed"]}/{cell["judged"]}</td>')
+            cells.append(f'<td class="num {cell["verdict"]}" data-v="{share:.6g}">'
+                         f'{cell["passed"]}/{cell["judged"]}</td>')
             for axis, spec in group["axes"][suite].items():
                 value = cell.get(axis)
                 if value is None:
@@ -173,8 +177,8 @@ def _board_table(group: dict) -> str:
     table_id = f"board-{group['id']}"
     return (f'<input class="filter" type="search" placeholder="filter rows (name, method, verdict…)" '
             f'aria-label="filter the leaderboard" data-table="{table_id}" oninput="filterBoard(this)">'
-            f'<div class="scroll board-box"><table class="board" id="{table_id}"><thead><tr>{"".join(head)}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table></div>")
+            f'<div class="scroll board-box"><table class="board" id="{table_id}"><thead><tr>{"".join(head)}</tr>'
+            f"</thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
 def _scatters(group: dict) -> str:
@@ -190,13 +194,14 @@ def _scatters(group: dict) -> str:
         if not points:
             continue
         paths: dict[str, list[tuple[int, str]]] = {}
-        for p, r in ((p, r) for p in points for r in group["rows"] if r["id"] == p["id"]):
-            if r["series"] is not None:
+        plotted = {p["id"] for p in points}
+        for r in group["rows"]:
+            if r["series"] is not None and r["id"] in plotted:
                 paths.setdefault(r["series"], []).append((r["step"], r["id"]))
         front = group["pareto"].get(suite, [])
         names = {r["id"]: r["checkpoint"] for r in group["rows"]}
-        caption = (f"{suite}: one point per checkpoint. Pareto front (no other candidate is as good on both axes "
-                   f"and better on one): {', '.join(names[i] for i in front) or 'none'}.")
+        caption = (f"{suite}: one point per checkpoint. Pareto front (no other candidate is at least as good on both "
+                   f"axes and better on one): {', '.join(names[i] for i in front) or 'none'}.")
         figure = tradeoff(f"{suite}: forget vs utility", points, xlabel=f"utility: {axes['utility']['metric']}",
                           ylabel=f"forget: {axes['forget']['metric']}", x_higher=axes["utility"]["higher_is_better"],
                           y_higher=axes["forget"]["higher_is_better"], front=front,
@@ -281,8 +286,9 @@ def _index(board: dict, notes: list[leaderboard.Note], built: str) -> str:
 def _checkpoint_head(key_rows: list[tuple[dict, dict]]) -> str:
     """A checkpoint page's top: who it is, and its place in every group it is in."""
     row = key_rows[0][1]
-    facts = [("fingerprint", f"<code>{_e(row['fingerprint'])}</code>"), ("names in reports", _e(", ".join(row["names"]))),
-             ("source", f"<code>{_e(row['source'])}</code>"), ("method", _e(row["method"]))]
+    facts = [("fingerprint", f"<code>{_e(row['fingerprint'])}</code>"),
+             ("names in reports", _e(", ".join(row["names"]))), ("source", f"<code>{_e(row['source'])}</code>"),
+             ("method", _e(row["method"]))]
     if row["role"]:
         facts.append(("reference", f"{_e(row['role'])} model (an anchor, never ranked)"))
     if row["series"] is not None:
@@ -347,8 +353,8 @@ def _write_checkpoint_pages(board: dict, runs: list[leaderboard.Run], copied: se
         for run in runs:
             data = run.file.read_bytes() if run.file.is_file() else b""
             if leaderboard.digest(data) != run.digest:  # read and validated before, unless changed since
-                notes.append(leaderboard.Note(run.file, f"{run.file} changed while the site was built: its checkpoints' "
-                                                        "pages show no checks from it", problem=True))
+                notes.append(leaderboard.Note(run.file, f"{run.file} changed while the site was built: its "
+                                                        "checkpoints' pages show no checks from it", problem=True))
                 continue
             report = json.loads(data)
             retain_name = next((n for n, role in anchors(report).items() if role == "retain"), None)
