@@ -350,13 +350,15 @@ def build(runs: list[Run]) -> dict:
     # checkpoint key -> (its label on every page: its first name, with its fingerprint where another
     # checkpoint has that name; the file name of its page)
     labels: dict[str, tuple[str, str]] = {}
+    taken: set[str] = set()  # labels and slugs given
     for key, name in first_name.items():
         label = name if len(names_of[name]) == 1 else f"{name} · {key[:8]}"
-        while label in {lab for lab, _ in labels.values()}:  # two unfingerprinted checkpoints of one name
+        while label in taken:  # two unfingerprinted checkpoints of one name
             label += "'"
         slug, n = _slug(label), 2
-        while slug in {sl for _, sl in labels.values()}:
+        while "/" + slug in taken:
             slug, n = f"{_slug(label)}-{n}", n + 1
+        taken |= {label, "/" + slug}
         labels[key] = (label, slug)
     # The main comparison holds every result evaluated under the main setting of its suite; each other
     # setting of a suite is a group of its own, of that suite's results only. Every result is in one group.
