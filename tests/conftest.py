@@ -243,23 +243,6 @@ def nan_checkpoint(source: Path, target: Path, tensor: str = "model.layers.0.mlp
     return target
 
 
-def nudged_copy(source: Path, target: Path, nudge: float = 1e-7) -> Path:
-    """A copy of `source` with one weight moved by `nudge` of itself: the same model to every metric, but files of
-    its own (a verbatim copy of a reference model would be recognised as that reference by its fingerprint; two
-    copies with one nudge are one checkpoint)."""
-    import numpy as np
-    from safetensors.numpy import load_file, save_file
-
-    import shutil
-
-    shutil.copytree(source, target)
-    weights = load_file(target / "model.safetensors")
-    name = "model.layers.0.mlp.down_proj.weight"
-    weights[name] = weights[name] * np.float32(1 + nudge)
-    save_file(weights, target / "model.safetensors", metadata={"format": "pt"})
-    return target
-
-
 def save_random_llama(directory, tokenizer, seed: int, **shape):
     """A randomly initialised tiny Llama (config built here) saved with `tokenizer`."""
     from unlearnbench.fixtures import zoo
@@ -320,36 +303,12 @@ def smollm2(smollm2_dir):
     return ModelHandle.load(str(smollm2_dir), device="cpu")
 
 
-def noisy_copy(source: Path, sd: float, seed: int) -> Path:
-    """`source` with Gaussian noise (`sd`, generator seeded `seed`) on every
-    weight, saved beside it once per machine under a name that says so."""
-    import shutil
-
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from unlearnbench.cache import file_lock
-
-    directory = source.with_name(f"{source.name}-noise-{sd}-seed-{seed}")
-    with file_lock(directory.with_suffix(".lock")):
-        if not (directory / "config.json").is_file():
-            staging = directory.with_name(directory.name + ".building")
-            shutil.rmtree(staging, ignore_errors=True)
-            model = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32)
-            generator = torch.Generator().manual_seed(seed)
-            with torch.no_grad():
-                for p in model.parameters():
-                    p.add_(torch.randn(p.shape, generator=generator) * sd)
-            model.save_pretrained(staging)
-            AutoTokenizer.from_pretrained(str(source)).save_pretrained(staging)
-            staging.rename(directory)
-    return directory
-
-
 @pytest.fixture(scope="session")
 def perturbed_smollm2_dir(smollm2_dir):
     """SmolLM2 with Gaussian noise (sd 0.01, seed 3) on every weight: a retain
     model for relative metrics that differs from SmolLM2 but still answers."""
+    from unlearnbench.fixtures.perturb import noisy_copy
+
     return noisy_copy(smollm2_dir, 0.01, 3)
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from browser import CHROMIUM_FLAGS, VIEWPORTS, layout
 
-from tests.conftest import nudged_copy
+from unlearnbench.fixtures.perturb import nudged_copy
+
 
 pytestmark = pytest.mark.slow  # a dozen zoo runs, most from the result cache
 

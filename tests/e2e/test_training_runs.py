@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from browser import CHROMIUM_FLAGS, VIEWPORTS, layout
 
-from tests.conftest import nudged_copy
+from unlearnbench.fixtures.perturb import nudged_copy
 from unlearnbench.models.checkpoint import discover
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -347,7 +347,9 @@ def test_reference_convention_equals_compute_uds_per_item_on_smollm2(smollm2_dir
     """Full = SmolLM2, retain and unlearned = two noise-perturbed copies of
     it, the first 5 UDS-annotated TOFU items: every item's UDS (and which
     items have none) as the public code computes it."""
-    from conftest import noisy_copy, require
+    from conftest import require
+
+    from unlearnbench.fixtures.perturb import noisy_copy
     from unlearnbench.metrics.core import References
 
     require(UDS_REFERENCE.is_dir(), f"{UDS_REFERENCE} (the UDS reference code at fc31639, in the project's "
