@@ -88,11 +88,19 @@ def _request(kind, handle, args, kwargs, out):
 
 def _counted_load(cls, *args, **kwargs):
     handle = _load(cls, *args, **kwargs)
-    if handle.name == os.environ["FLOOR_CANDIDATE"]:
+    candidate = os.environ["FLOOR_CANDIDATE"]
+    if handle.name == candidate:
         for kind in ("token_logprobs", "score_continuations", "next_token", "generate", "span_scores"):
-            if hasattr(handle, kind):
-                setattr(handle, kind, _record(kind, handle, getattr(handle, kind)))
+            setattr(handle, kind, _record(kind, handle, getattr(handle, kind)))
+    else:  # UDS patches the full model with the candidate's activations: that work is the candidate's
+        patch = _record("span_scores", handle, handle.span_scores)
+        setattr(handle, "span_scores", lambda *a, **k: patch(*a, **k) if getattr(k.get("patch_source"), "name", None)
+                == candidate else _unrecorded(handle, a, k))
     return handle
+
+
+def _unrecorded(handle, args, kwargs):
+    return type(handle).span_scores(handle, *args, **kwargs)
 
 
 handle_module.ModelHandle.load = classmethod(_counted_load)
