@@ -32,7 +32,12 @@ SUITES = ("smoke", "dusk", "honesty", "conceptguard", "tofu", "muse", "wmdp", "u
 CANDIDATE = "smollm2"
 REFERENCE_VALUES = ROOT / "benchmarks" / "gpu_check_cpu.json"
 PEAK_PLUGIN = '''
-import json, os
+import json
+import os
+
+import pytest
+
+PEAKS = pytest.StashKey[dict]()
 
 
 def pytest_runtest_teardown(item):
@@ -49,11 +54,6 @@ def pytest_runtest_teardown(item):
 def pytest_sessionfinish(session):
     with open(os.environ["GPU_CHECK_PEAKS"], "w") as out:
         json.dump(session.config.stash.get(PEAKS, {}), out)
-
-
-import pytest  # noqa: E402
-
-PEAKS = pytest.StashKey[dict]()
 '''
 
 

@@ -133,7 +133,7 @@ def checkpoint_anchor(name: str) -> str:
     return "cp-" + _slug(name)
 
 
-def _pill(verdict: str) -> str:
+def pill(verdict: str) -> str:
     return f'<span class="pill {_e(verdict)}">{_e(verdict.upper())}</span>'
 
 
@@ -213,7 +213,7 @@ def _verdict_table(report: dict, a: dict) -> str:
             note = f'<td colspan="2">{_e(why)}</td>'
         rows.append(f'<tr><td>{rank}</td><th><a href="#{checkpoint_anchor(name)}">{_e(name)}</a>{_badge(v["role"])}'
                     f'{step_note}</th>'
-                    f"<td>{_pill(v['verdict'])}</td>{''.join(cells)}{note}<td>{first}</td></tr>")
+                    f"<td>{pill(v['verdict'])}</td>{''.join(cells)}{note}<td>{first}</td></tr>")
     return (f'<div class="scroll"><table id="verdicts"><thead><tr><th>rank</th><th>checkpoint</th><th>verdict</th>'
             f"{head}<th>utility failed</th><th>forget (decided)</th><th>first failing checks</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody>"
@@ -405,7 +405,7 @@ def _check_block(name: str, suite: str, check: str, v: dict, result: dict, retai
     bound = bound_text(v, SYMBOLS)
     if v.get("relative_to") and v.get("reference_value") is not None:
         bound += f" = {v['relative_to']} {_fmt(v['reference_value'])} {'−' if v['direction'] == 'at_least' else '+'} {_fmt(v.get('margin'))}"
-    rows = [("verdict", _pill(v["outcome"]) + (' <span class="flag">retain fails this too</span>' if retain_fails else "")
+    rows = [("verdict", pill(v["outcome"]) + (' <span class="flag">retain fails this too</span>' if retain_fails else "")
              + (f" leans {_e(v['lean'])}" if v.get("lean") else "")),
             ("metric", _e(v.get("metric", ""))), ("value", _e(value)),
             ("must be", _e(bound)), ("decided on", _e(decision_text(v))),
@@ -450,7 +450,7 @@ def _drilldown(report: dict, a: dict) -> str:
                 blocks.append(_check_block(name, suite, check, v, result, retain,
                                            f"{suite}.{check}" in verdict["retain_fails_too"], tables))
         out.append(f'<details class="cp" id="{checkpoint_anchor(name)}"><summary>{_e(name)}{_badge(verdict["role"])} '
-                   f"{_pill(verdict['verdict'])} <small>{_e(suite_counts(verdict))}</small></summary>"
+                   f"{pill(verdict['verdict'])} <small>{_e(suite_counts(verdict))}</small></summary>"
                    f"<p class=\"meta\">{_e(verdict['summary'])}</p>{''.join(blocks)}{packed_tables(tables)}</details>")
     return "".join(out)
 

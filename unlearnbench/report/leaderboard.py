@@ -36,7 +36,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.report.merge import _gate_signature
+from unlearnbench.report.merge import gate_signature
 from unlearnbench.report.schema import load_report
 from unlearnbench.report.verdicts import anchors, assess
 
@@ -178,7 +178,7 @@ def _settings(run: Run) -> dict[str, dict]:
             for check, verdict in result.get("checks", {}).items():
                 if verdict.get("outcome") in ("error", None) or "direction" not in verdict:
                     continue
-                setting["gate"].setdefault(check, list(_gate_signature(verdict)))
+                setting["gate"].setdefault(check, list(gate_signature(verdict)))
                 role = verdict.get("relative_to")
                 if role:
                     setting["references"][role] = references.get(role)

@@ -20,7 +20,7 @@ from unlearnbench.report.schema import new_report
 GATE_FIELDS = ("metric", "direction", "relative_to", "margin", "strict_ci", "rule", "alpha", "correction")
 
 
-def _gate_signature(verdict: dict) -> tuple:
+def gate_signature(verdict: dict) -> tuple:
     bound = None if verdict.get("relative_to") else verdict.get("bound")
     return tuple(verdict.get(f) for f in GATE_FIELDS) + (bound,)
 
@@ -33,7 +33,7 @@ def _signatures(report: dict) -> tuple[dict, dict]:
                 data[suite] = result["data"]["fingerprint"]
             for check, verdict in result["checks"].items():
                 if verdict.get("outcome") != "error":
-                    gates[(suite, check)] = _gate_signature(verdict)
+                    gates[(suite, check)] = gate_signature(verdict)
     return gates, data
 
 

@@ -25,9 +25,9 @@ from pathlib import Path
 from unlearnbench.atomic import atomic_write_text
 from unlearnbench.report import leaderboard
 from unlearnbench.report.html import (ITEM_SCRIPT, bound_label, check_anchor, checkpoint_anchor, decision_text,
-                                      item_list, packed_tables, per_item_source)
+                                      item_list, packed_tables, per_item_source, pill)
 from unlearnbench.report.svg import tradeoff
-from unlearnbench.report.text import forget_text, utility_text
+from unlearnbench.report.text import forget_text, significant, utility_text
 from unlearnbench.report.verdicts import VERDICT_ORDER, anchors
 
 CSS = """
@@ -104,14 +104,6 @@ def _e(value) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _g(value, digits: int = 3) -> str:
-    return "" if value is None else f"{value:.{digits}g}" if isinstance(value, float) else str(value)
-
-
-def _pill(verdict: str) -> str:
-    return f'<span class="pill {_e(verdict)}">{_e(verdict.upper())}</span>'
-
-
 def _page(title: str, body: str, *, depth: int = 0, script: str = SCRIPT) -> str:
     home = "../" * depth + "index.html"
     nav = f'<p class="meta"><a href="{home}">← leaderboard</a></p>' if depth else ""
@@ -149,7 +141,7 @@ def _board_table(group: dict) -> str:
                  f'<th class="name" title="{_e(row["checkpoint"])}"><a href="checkpoints/{_e(row["id"])}.html">'
                  f'{_e(row["checkpoint"])}</a>{badges}</th>',
                  f'<td data-v="{VERDICT_ORDER.get(row["verdict"], 3)}" title="{_e(row["summary"])}">'
-                 f'{_pill(row["verdict"])}</td>']
+                 f'{pill(row["verdict"])}</td>']
         for suite in suites:
             cell = row["suites"].get(suite)
             if cell is None:
@@ -164,12 +156,12 @@ def _board_table(group: dict) -> str:
                     cells.append('<td class="num" data-v="">—</td>')
                     continue
                 front = not row["role"] and row["id"] in group["pareto"].get(suite, [])
-                ci = (f"95% CI {_g(value['ci_low'])} to {_g(value['ci_high'])}, " if value["ci_low"] is not None
-                      else "")
+                ci = (f"95% CI {significant(value['ci_low'], 3)} to {significant(value['ci_high'], 3)}, "
+                      if value["ci_low"] is not None else "")
                 cells.append(f'<td class="num{" front" if front else ""}" data-v="{value["value"]:.9g}" '
-                             f'title="{_e(spec["metric"])} = {_g(value["value"], 4)} ({ci}n = {value["n"]}, '
+                             f'title="{_e(spec["metric"])} = {significant(value["value"], 4)} ({ci}n = {value["n"]}, '
                              f'run {_e(cell["run"])}){"; on the Pareto front" if front else ""}">'
-                             f'{"◆ " if front else ""}{_g(value["value"])}</td>')
+                             f'{"◆ " if front else ""}{significant(value["value"], 3)}</td>')
         runs = ", ".join(f'<a href="runs/{_e(r)}.html">{_e(r)}</a>' for r in row["runs"])
         cells.append(f"<td>{runs}</td>")
         rows.append(f'<tr class="{"anchor" if row["role"] else "candidate"}" data-id="{_e(row["id"])}">'
@@ -238,7 +230,7 @@ def _lead(board: dict) -> str:
     apart = (f" Results evaluated under another setting ({', '.join(others)}) are ranked apart below." if others
              else "")
     return (f'<p class="lead" id="lead"><b>Top row: <a href="checkpoints/{_e(top["id"])}.html">{_e(name)}</a></b> '
-            f"{_pill(top['verdict'])}, first of {len(ranked)} ranked. {_e(why)}{apart}</p>")
+            f"{pill(top['verdict'])}, first of {len(ranked)} ranked. {_e(why)}{apart}</p>")
 
 
 def _settings_text(group: dict) -> str:
@@ -296,7 +288,7 @@ def _checkpoint_head(key_rows: list[tuple[dict, dict]]) -> str:
     for group, r in key_rows:
         rank = f"rank {r['rank']}" if r["rank"] is not None else (r["not_ranked"] or "not ranked")
         facts.append((f"leaderboard ({group['id']})",
-                      f'{_pill(r["verdict"])} {_e(rank)} · <a href="../index.html#{_e(group["id"])}">'
+                      f'{pill(r["verdict"])} {_e(rank)} · <a href="../index.html#{_e(group["id"])}">'
                       f"{_e(group['title'])}</a> · {_e(r['summary'])}"))
     return (f"<h1>{_e(row['checkpoint'])}</h1>"
             + '<dl class="kv">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>")
@@ -321,9 +313,9 @@ def _run_section(run: leaderboard.Run, name: str, checkpoint: dict, retain: dict
             link = (f'<a href="{_e(original)}#{_e(check_anchor(name, suite, check))}">{_e(check)}</a>' if original
                     else _e(check))
             lines.append(f"<tr><td>{_e(suite)}</td><td>{link}</td><td>{_e(v.get('metric', ''))}</td>"
-                         f"<td>{_g(v.get('value'), 4)}</td><td>{_g(ci[0], 4)} to {_g(ci[1], 4)}</td>"
+                         f"<td>{significant(v.get('value'))}</td><td>{significant(ci[0])} to {significant(ci[1])}</td>"
                          f"<td>{_e(metric.get('n', v.get('n', '')) if isinstance(metric, dict) else '')}</td>"
-                         f"<td>{_e(bound_label(v))}</td><td>{_pill(v.get('outcome', 'error'))}</td>"
+                         f"<td>{_e(bound_label(v))}</td><td>{pill(v.get('outcome', 'error'))}</td>"
                          f"<td class=\"text\">{_e(decision_text(v) or v.get('reason', ''))}</td></tr>")
             items = item_list(v["metric"], per_item_source(suite, v["metric"]), result, v,
                               retain.get("suites", {}).get(suite), tables) if v.get("metric") else ""
@@ -382,7 +374,7 @@ def _run_page(run: leaderboard.Run, copied: bool, rows_of: dict[str, dict]) -> s
                                                            "report</a>" if copied else " (no report.html beside it)")),
              ("schema version", _e(report.get("schema_version"))),
              ("started / finished", f"{_e(info.get('started_at', ''))} / {_e(info.get('finished_at', ''))}"),
-             ("duration", f"{_g(info.get('duration_s'))} s"), ("command", f"<code>{_e(command)}</code>"),
+             ("duration", f"{significant(info.get('duration_s'), 3)} s"), ("command", f"<code>{_e(command)}</code>"),
              ("working folder", f"<code>{_e(info.get('cwd', ''))}</code>"), ("seed", _e(info.get("seed", ""))),
              ("decision rule", _e(decision.get("text") or ("strict CI" if info.get("strict_ci") else
                                                             "not recorded (older report)"))),
@@ -405,7 +397,7 @@ def _run_page(run: leaderboard.Run, copied: bool, rows_of: dict[str, dict]) -> s
                         f"</code></td><td><code>{_e((info.get('thresholds_files') or {}).get(s, ''))}</code></td></tr>"
                         for s, d in data.items())
     verdicts = report["assessment"]["verdicts"]
-    cps = "".join(f"<li>{_row_link(run.id, name, c, rows_of)} {_pill(verdicts[name]['verdict'])} "
+    cps = "".join(f"<li>{_row_link(run.id, name, c, rows_of)} {pill(verdicts[name]['verdict'])} "
                   f"<small>{_e(verdicts[name]['summary'])}</small></li>" for name, c in report["checkpoints"].items())
     body = (f"<h1>Run {_e(run.id)}</h1><dl class=\"kv\">"
             + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"

@@ -25,7 +25,8 @@ FLAT_FIELDS = ("checkpoint", "role", "checkpoint_verdict", "suite", "metric", "v
                *DECISION_FIELDS, "reason")
 
 
-def _g(value, digits: int = 4) -> str:
+def significant(value, digits: int = 4) -> str:
+    """A number to `digits` significant digits ('' for None; not a float: as it is)."""
     return "" if value is None else f"{value:.{digits}g}" if isinstance(value, float) else str(value)
 
 
@@ -43,15 +44,16 @@ def value_text(verdict: dict, n=None) -> str:
     hw = half_width(ci)
     spread = ""
     if hw:
-        spread = f" [{_g(ci[0], 2)}, {_g(ci[1], 2)}]" if value in (ci[0], ci[1]) else f" ± {_g(hw, 2)}"
-    return f"{_g(value)}{spread}" + (f" (n={n})" if n is not None else "")
+        spread = (f" [{significant(ci[0], 2)}, {significant(ci[1], 2)}]" if value in (ci[0], ci[1])
+                  else f" ± {significant(hw, 2)}")
+    return f"{significant(value)}{spread}" + (f" (n={n})" if n is not None else "")
 
 
 def bound_text(verdict: dict, ops: dict = OPS) -> str:
     if verdict.get("bound") is None:
         return ""
     ref = verdict.get("relative_to")
-    return f"{ops.get(verdict.get('direction'), '')} {_g(verdict['bound'])}" + (f" ({ref})" if ref else "")
+    return f"{ops.get(verdict.get('direction'), '')} {significant(verdict['bound'])}" + (f" ({ref})" if ref else "")
 
 
 def _n(checkpoint: dict, suite: str, verdict: dict):
