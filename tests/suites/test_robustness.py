@@ -49,6 +49,19 @@ def test_quant4_equals_the_published_nf4_code_book_by_hand():
     assert not torch.equal(exact, weight)
 
 
+def test_quantizing_prints_no_warning_about_an_optional_hub_kernel():
+    # bitsandbytes' CPU backend warns at import that a hub kernel for 4-bit matrix
+    # products did not load (on CPUs with AVX512-BF16); quantizing does not use it,
+    # and the warning landed in the middle of a first run's zoo build.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import torch; from unlearnbench import attacks; "
+                           "attacks.nf4_roundtrip(torch.ones(64, 64)); attacks.int8_roundtrip(torch.ones(64, 64))"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "" and done.stderr == "", done.stderr
+
+
 def test_quant8_is_row_wise_absmax_int8_by_hand():
     generator = torch.Generator().manual_seed(1)
     weight = torch.randn(16, 96, generator=generator) * 0.05
