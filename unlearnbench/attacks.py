@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from unlearnbench.errors import UnlearnbenchError
+from unlearnbench.models import libraries
 
 ATTACKS = ("quant4", "quant8", "relearn")
 NF4_BLOCK = 64
@@ -82,7 +83,7 @@ def build(source, out: Path, attack: Attack) -> Path:
     dtype = torch.float32 if attack.name == "relearn" else "auto"
     model = AutoModelForCausalLM.from_pretrained(str(source.weights_directory), dtype=dtype, **kwargs)
     if source.kind == "adapter":
-        from peft import PeftModel
+        PeftModel = libraries.peft().PeftModel
 
         # The attack acts on the weights the adapted model runs with: the adapter merged into its base.
         model = PeftModel.from_pretrained(model, str(source.directory)).merge_and_unload()
@@ -113,7 +114,7 @@ def quantized_linears(model):
 
 def nf4_roundtrip(weight, *, double_quant: bool = True):
     """bitsandbytes' NF4 quantization of `weight` (blocks of 64), dequantized."""
-    import bitsandbytes.functional as bnb
+    bnb = libraries.bitsandbytes()
 
     packed, state = bnb.quantize_4bit(weight.detach().float().contiguous(), blocksize=NF4_BLOCK, quant_type="nf4",
                                       compress_statistics=double_quant)
@@ -122,7 +123,7 @@ def nf4_roundtrip(weight, *, double_quant: bool = True):
 
 def int8_roundtrip(weight):
     """bitsandbytes' LLM.int8() weight format: int8 per row, scaled by the row's absmax."""
-    import bitsandbytes.functional as bnb
+    bnb = libraries.bitsandbytes()
 
     codes, row_absmax, _ = bnb.int8_vectorwise_quant(weight.detach().half().contiguous())
     return (codes.float() * (row_absmax.float()[:, None] / 127)).to(weight.dtype)
@@ -151,7 +152,7 @@ def _quantize(model, roundtrip) -> None:
 def relearn(model, tokenizer, attack: Attack):
     """LoRA fine-tuning on `attack.texts` for `steps` steps, merged into the weights."""
     import torch
-    from peft import LoraConfig, get_peft_model
+    peft = libraries.peft()
 
     if not attack.texts:
         raise UnlearnbenchError("attack 'relearn': the relearning set is empty")
@@ -161,8 +162,8 @@ def relearn(model, tokenizer, attack: Attack):
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)  # the same sums in the same order on every machine
     try:
-        lora = get_peft_model(model, LoraConfig(r=int(p["rank"]), lora_alpha=2 * int(p["rank"]), lora_dropout=0.0,
-                                                target_modules="all-linear"))
+        lora = peft.get_peft_model(model, peft.LoraConfig(r=int(p["rank"]), lora_alpha=2 * int(p["rank"]),
+                                                          lora_dropout=0.0, target_modules="all-linear"))
         optimizer = torch.optim.AdamW([q for q in lora.parameters() if q.requires_grad], lr=float(p["learning_rate"]))
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token

@@ -38,7 +38,8 @@ def _zoo(args: argparse.Namespace) -> int:
         print(zoo.data_dir(args.cache_dir))
         return 0
     names = args.names or list(zoo.FAMILY if args.zoo_command == "measure" else zoo.RECIPES)
-    paths = zoo.build_many(names, args.cache_dir)
+    paths = zoo.build_many(names, args.cache_dir, on_built=lambda name, seconds, done, total: print(
+        f"trained {name} in {seconds:.1f} s ({done}/{total})", file=sys.stderr, flush=True))
     if args.zoo_command == "measure":
         return _zoo_measure(paths)
     for name, path in paths.items():

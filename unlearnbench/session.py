@@ -158,13 +158,16 @@ class Bench:
         if not build_zoo:
             return
         if zoo_names:
-            from unlearnbench import progress
             from unlearnbench.fixtures import zoo
 
             missing = zoo.missing(zoo_names, self.options.cache_dir)
             if missing:
-                with progress.step(f"training the fixture zoo ({len(missing)} recipes, once; cached after)"):
-                    zoo.build_many(zoo_names, self.options.cache_dir)
+                # One line per recipe as it is built: two build at a time, so no single step line fits.
+                progress.note(f"training the fixture zoo: {', '.join(missing)} (once; cached after)")
+                started = time.perf_counter()
+                zoo.build_many(zoo_names, self.options.cache_dir, on_built=lambda name, seconds, done, total:
+                               progress.note(f"zoo {done}/{total}: {name} trained in {seconds:.1f} s"))
+                progress.note(f"fixture zoo trained: {time.perf_counter() - started:.1f} s")
         self._preflight(suites)
 
     def _preflight(self, suites: list[str]) -> None:

@@ -50,13 +50,16 @@ def test_quant4_equals_the_published_nf4_code_book_by_hand():
 
 
 def test_quantizing_prints_no_warning_about_an_optional_hub_kernel():
-    # bitsandbytes' CPU backend warns at import that a hub kernel for 4-bit matrix
-    # products did not load (on CPUs with AVX512-BF16); quantizing does not use it,
-    # and the warning landed in the middle of a first run's zoo build.
+    # bitsandbytes' CPU backend asks the Hugging Face Hub at import for a 4-bit
+    # matrix-product kernel (on CPUs with AVX512-BF16) and warns when it does not
+    # load; quantizing does not use it, and the warning landed in the middle of a
+    # first run's zoo build.
     import subprocess
     import sys
 
+    # peft imports bitsandbytes too, so applying an adapter must stay quiet as well.
     done = subprocess.run([sys.executable, "-c", "import torch; from unlearnbench import attacks; "
+                           "from unlearnbench.models import libraries; libraries.peft(); "
                            "attacks.nf4_roundtrip(torch.ones(64, 64)); attacks.int8_roundtrip(torch.ones(64, 64))"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout == "" and done.stderr == "", done.stderr

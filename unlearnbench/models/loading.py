@@ -21,6 +21,7 @@ import torch
 
 from unlearnbench import progress
 from unlearnbench.errors import CheckpointError
+from unlearnbench.models import libraries
 from unlearnbench.models.checkpoint import ResolvedCheckpoint, fingerprint, resolve
 from unlearnbench.models.device import device_map_kind, resolve_device, resolve_dtype
 
@@ -178,7 +179,7 @@ def _with_adapter(base: torch.nn.Module, adapter_dir: Path, base_dir: Path, labe
     to be kept for the next adapter (SharedBase) where `base_key` says it may
     be, else freed. An adapter that trains the base's biases changes them as
     it loads: its base is never shared."""
-    from peft import PeftModel
+    PeftModel = libraries.peft().PeftModel
     from peft.tuners.tuners_utils import BaseTunerLayer
 
     try:
