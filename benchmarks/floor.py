@@ -7,12 +7,15 @@ unavoidable model work of what it scored and generated, done once, batched.
 How it measures, per suite, on this machine:
 1. `pytest suites/...` once with the checkpoint, which fills a fresh result
    cache with the reference models' work (as in a sweep).
-2. Again with a nudged copy of the checkpoint (the same model under a
-   fingerprint of its own, so its results are not in the cache), with a plugin
-   that records what the suite asked of that model: every scored sequence
-   (teacher-forced scores, next-token scores, activation-patched spans) and
-   every generation (prompt tokens, new tokens produced). The report's
-   `timings.evaluate_s` is the real time.
+2. Again with two nudged copies of the checkpoint (the same model under
+   fingerprints of their own, so their results are not in the cache), with a
+   plugin that records what the suite asked of the second: every scored
+   sequence (teacher-forced scores, next-token scores, activation-patched
+   spans) and every generation (prompt tokens, new tokens produced). The
+   second copy's `timings.evaluate_s` in the report is the real time: what
+   each further checkpoint of a sweep costs. The first copy pays what a
+   process pays once (imports, loading a sentence embedder or judge), shown
+   apart as the first checkpoint's time.
 3. The floor, in this process, on the same model, device and batch size:
    one forward pass over every recorded scored sequence (sorted by length,
    batched), one greedy generation of every recorded new token (KV cache,
@@ -20,7 +23,8 @@ How it measures, per suite, on this machine:
    per patched layer, the layers from it up (a forward of half the model on
    average). Nothing else: no tokenization, no metric code, no I/O.
 
-Prints real / floor per suite. It is a measurement, never a test assertion.
+Prints per suite the first checkpoint's time, the real time (the next
+checkpoint's) and real / floor. It is a measurement, never a test assertion.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ZOO_SUITES = ("smoke", "dusk", "honesty", "conceptguard", "tofu", "muse", "wmdp", "uds")
 CANDIDATE = "candidate"
+FIRST = "first"  # evaluated before the candidate in the same process: it pays the one-time costs
 RECORDER = '''
 import json, os
 
@@ -121,13 +126,14 @@ def pytest_sessionfinish(session):
 '''
 
 
-def pytest_run(suites: list[str], model: Path, args, work: Path, *, record: bool) -> dict:
+def pytest_run(suites: list[str], models: dict[str, Path], args, work: Path, *, record: bool) -> dict:
     folder = work / ("timed" if record else "warm")
     (folder / "plugin").mkdir(parents=True, exist_ok=True)
     (folder / "plugin" / "floor_recorder.py").write_text(RECORDER)
     env = {**os.environ, "FLOOR_LOG": str(folder / "requests.json"), "FLOOR_CANDIDATE": CANDIDATE,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(folder / "plugin"), os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "pytest", *(f"suites/{s}" for s in suites), f"--model={CANDIDATE}={model}",
+    command = [sys.executable, "-m", "pytest", *(f"suites/{s}" for s in suites),
+               *(f"--model={name}={path}" for name, path in models.items()),
                f"--device={args.device}", f"--cache-dir={work / 'cache'}", f"--report-dir={folder / 'reports'}",
                "-p", "no:cacheprovider", "-q", "--no-progress", *(["-p", "floor_recorder"] if record else [])]
     command += [f"--full-model={args.full_model}", f"--retain-model={args.retain_model}"]
@@ -231,9 +237,10 @@ def main() -> int:
     args.data_dir = args.data_dir or zoo.data_dir(args.cache_dir)
     with tempfile.TemporaryDirectory(prefix="floor-") as work:
         work = Path(work)
-        pytest_run(args.suites, args.model, args, work, record=False)  # the references' work, cached
-        copy = nudged_copy(args.model, work / "candidate")
-        timed = pytest_run(args.suites, copy, args, work, record=True)
+        pytest_run(args.suites, {CANDIDATE: args.model}, args, work, record=False)  # the references' work, cached
+        first = nudged_copy(args.model, work / FIRST, nudge=2e-7)
+        copy = nudged_copy(args.model, work / CANDIDATE)
+        timed = pytest_run(args.suites, {FIRST: first, CANDIDATE: copy}, args, work, record=True)
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -243,18 +250,19 @@ def main() -> int:
         batch = int(batch) if str(batch).isdigit() else None  # "auto": the Batcher's budget
         rows = []
         for suite in args.suites:
-            result = timed["report"]["checkpoints"][CANDIDATE]["suites"].get(suite, {})
-            real = (result.get("timings") or {}).get("evaluate_s")
+            real, once = ((timed["report"]["checkpoints"][name]["suites"].get(suite, {}).get("timings") or {}).get(
+                "evaluate_s") for name in (CANDIDATE, FIRST))
             floor = floor_seconds(model, timed["requests"].get(suite, []), batch, device)
             total = sum(floor.values())
-            rows.append({"suite": suite, "real_s": real, **floor, "floor_s": total,
+            rows.append({"suite": suite, "real_s": real, "first_s": once, **floor, "floor_s": total,
                          "ratio": real / total if real and total else None,
                          "requests": len(timed["requests"].get(suite, []))})
-    print(f"{'suite':<13}{'real s':>9}{'floor s':>9}{'real/floor':>12}   floor: score / generate / patch s")
+    print(f"{'suite':<13}{'first s':>9}{'real s':>9}{'floor s':>9}{'real/floor':>12}   "
+          "floor: score / generate / patch s")
+    seconds = lambda value: "-" if value is None else f"{value:.3f}"  # noqa: E731
     for r in rows:
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
-        real = "-" if r["real_s"] is None else f"{r['real_s']:.3f}"
-        print(f"{r['suite']:<13}{real:>9}{r['floor_s']:>9.3f}{ratio:>12}   "
+        print(f"{r['suite']:<13}{seconds(r['first_s']):>9}{seconds(r['real_s']):>9}{r['floor_s']:>9.3f}{ratio:>12}   "
               f"{r['score_s']:.3f} / {r['generate_s']:.3f} / {r['patch_s']:.3f}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -58,19 +58,25 @@ def undone(name: str):
             setattr(openunlearning, attr, value)
 
 
-def perturbed_copy(source: Path, target: Path) -> Path:
-    """SmolLM2 with Gaussian noise (sd 0.01, seed 3) on every weight, saved:
-    the tests' stand-in retain model (there is no SmolLM2 retain model offline)."""
+def openunlearning_tofu(model_dir: Path, retain_dir: Path, data_root: Path, items: int, tokens: int,
+                        work: Path) -> tuple[float, dict]:
+    """Seconds and TOFU values (by our metric names) of OpenUnlearning's own code on
+    the first `items` items of each set: the retain model's whole eval first (a user
+    must run it for the `retain_logs_path` file forget quality and privleak read),
+    then the model's. Its model config for SmolLM2: the chat template as is."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32)
-    generator = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn(p.shape, generator=generator) * 0.01)
-    model.save_pretrained(target)
-    AutoTokenizer.from_pretrained(str(source)).save_pretrained(target)
-    return target
+    ou = oc.load(ROOT.parent / "shared" / "reference" / "open-unlearning")
+    files = {name: data_root / "tofu" / f"{stem}.json" for name, stem in oc.TOFU_SETS.items()}
+    started = time.perf_counter()
+    for directory, logs in ((retain_dir, None), (model_dir, work / "retain" / "TOFU_EVAL.json")):
+        hf_model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32).eval()
+        tokenizer = AutoTokenizer.from_pretrained(str(directory))
+        theirs = oc.evaluate(ou, "TOFU", oc.tofu_metrics(files, items, tokens, work / "datasets", 32, logs),
+                             hf_model, tokenizer, {"apply_chat_template": True},
+                             work / ("retain" if logs is None else "model"))
+    seconds = time.perf_counter() - started
+    return seconds, {ours: float(theirs[name]["agg_value"]) for ours, name in oc.TOFU_NAMES.items()}
 
 
 def values(results: dict) -> dict:
@@ -83,14 +89,14 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=48, help="new tokens per generation (OpenUnlearning: 200)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from unlearnbench.fixtures import zoo
+    from unlearnbench.fixtures.perturb import noisy_copy
     from unlearnbench.models.offline import smollm2_checkpoint
 
     work = Path(tempfile.mkdtemp(prefix="ou-conventions-"))
     model_dir = Path(smollm2_checkpoint(None))
-    retain_dir = perturbed_copy(model_dir, work / "retain")
+    retain_dir = noisy_copy(model_dir, 0.01, 3)  # the tests' stand-in retain model
     data_root = zoo.data_dir(None)
     model = ModelHandle.load(str(model_dir), name="smollm2", device="cpu")
     refs = References(retain=ModelHandle.load(str(retain_dir), name="retain", device="cpu"))
@@ -112,19 +118,10 @@ def main() -> None:
                 data_root, {**muse_options, "convention": "reference"}), refs))
 
     # The same items through OpenUnlearning's own code, for time (its values equal ours:
-    # tests/suites/test_openunlearning.py). Its model config for SmolLM2: the template as is.
-    ou = oc.load(ROOT.parent / "shared" / "reference" / "open-unlearning")
-    files = {name: data_root / "tofu" / f"{stem}.json" for name, stem in oc.TOFU_SETS.items()}
-    started = time.perf_counter()
-    for directory, logs in ((retain_dir, None), (model_dir, work / "retain" / "TOFU_EVAL.json")):
-        hf_model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32).eval()
-        tokenizer = AutoTokenizer.from_pretrained(str(directory))
-        theirs = oc.evaluate(ou, "TOFU", oc.tofu_metrics(files, args.items, args.tokens, work / "datasets", 32, logs),
-                             hf_model, tokenizer, {"apply_chat_template": True},
-                             work / ("retain" if logs is None else "model"))
-    out["seconds"]["tofu, OpenUnlearning's code"] = round(time.perf_counter() - started, 1)
-    out["tofu"]["OpenUnlearning's code"] = {ours: round(float(theirs[name]["agg_value"]), 4)
-                                            for ours, name in oc.TOFU_NAMES.items()}
+    # tests/suites/test_openunlearning.py).
+    seconds, theirs = openunlearning_tofu(model_dir, retain_dir, data_root, args.items, args.tokens, work)
+    out["seconds"]["tofu, OpenUnlearning's code"] = round(seconds, 1)
+    out["tofu"]["OpenUnlearning's code"] = {name: round(value, 4) for name, value in theirs.items()}
 
     for suite in ("tofu", "muse"):
         columns = list(out[suite])

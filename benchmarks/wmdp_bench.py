@@ -36,11 +36,9 @@ metric_list: [{{metric: acc}}]
 """
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--items", type=int, default=200)
-    parser.add_argument("--batch-size", type=int, default=16, help="lm-eval HF backend's batch size")
-    args = parser.parse_args()
+def compare(items: int, batch_size: int) -> dict:
+    """Seconds, accuracies and agreement of the wmdp suite, lm-eval through our
+    adapter and lm-eval's HF backend on the first `items` items (model loads not timed)."""
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     import torch
     from lm_eval import simple_evaluate
@@ -56,10 +54,8 @@ def main() -> None:
 
     folder = zoo.data_dir() / "wmdp"
     rows = [json.loads(line) for path in [*sorted(folder.glob("wmdp-*.jsonl")), *sorted((folder / "mmlu").glob("*"))]
-            for line in path.read_text().splitlines()][: args.items]
+            for line in path.read_text().splitlines()][:items]
     model_dir = smollm2_checkpoint()
-    print(f"SmolLM2-135M-Instruct (float32, CPU, {torch.get_num_threads()} threads); {len(rows)} items, letters, "
-          f"zero-shot")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         (tmp / "wmdp-bio.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -77,7 +73,7 @@ def main() -> None:
                                   log_samples=True, bootstrap_iters=0)
         adapter_s = time.perf_counter() - started
 
-        hf = HFLM(pretrained=str(model_dir), device="cpu", batch_size=args.batch_size, dtype="float32")
+        hf = HFLM(pretrained=str(model_dir), device="cpu", batch_size=batch_size, dtype="float32")
         started = time.perf_counter()
         theirs = simple_evaluate(model=hf, tasks=["bench_wmdp_bio"], task_manager=manager, log_samples=True,
                                  bootstrap_iters=0)
@@ -86,14 +82,27 @@ def main() -> None:
     their_samples = sorted(theirs["samples"]["bench_wmdp_bio"], key=lambda s: s["doc_id"])
     their_lls = np.array([[r[0][0] for r in s["resps"]] for s in their_samples])
     our_lls = np.array([ours.details["items"][f"wmdp-bio-{i}"]["loglikelihoods"] for i in range(len(rows))])
-    same_picks = all(ours.per_item[f"wmdp-bio-{i}"] == s["acc"] for i, s in enumerate(their_samples))
-    print(f"  wmdp suite (one forward per question):   {ours_s:7.2f} s  acc {ours.value:.4f}")
-    print(f"  lm-eval through our adapter:              {adapter_s:7.2f} s  acc "
-          f"{adapter['results']['bench_wmdp_bio']['acc,none']:.4f}")
-    print(f"  lm-eval HF backend (batch {args.batch_size}):           {theirs_s:7.2f} s  acc "
-          f"{theirs['results']['bench_wmdp_bio']['acc,none']:.4f}")
-    print(f"  ratio lm-eval HF / wmdp suite: {theirs_s / ours_s:.1f}x; same picks: {same_picks}; max |Δ ll| "
-          f"{np.abs(our_lls - their_lls).max():.2e} (ours rounded to 1e-4 in the details)")
+    return {"items": len(rows), "threads": torch.get_num_threads(), "ours_s": ours_s, "adapter_s": adapter_s,
+            "theirs_s": theirs_s, "acc_ours": ours.value,
+            "acc_adapter": adapter["results"]["bench_wmdp_bio"]["acc,none"],
+            "acc_theirs": theirs["results"]["bench_wmdp_bio"]["acc,none"],
+            "same_picks": all(ours.per_item[f"wmdp-bio-{i}"] == s["acc"] for i, s in enumerate(their_samples)),
+            "max_ll_difference": float(np.abs(our_lls - their_lls).max())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=16, help="lm-eval HF backend's batch size")
+    args = parser.parse_args()
+    out = compare(args.items, args.batch_size)
+    print(f"SmolLM2-135M-Instruct (float32, CPU, {out['threads']} threads); {out['items']} items, letters, zero-shot")
+    print(f"  wmdp suite (one forward per question):   {out['ours_s']:7.2f} s  acc {out['acc_ours']:.4f}")
+    print(f"  lm-eval through our adapter:              {out['adapter_s']:7.2f} s  acc {out['acc_adapter']:.4f}")
+    print(f"  lm-eval HF backend (batch {args.batch_size}):           {out['theirs_s']:7.2f} s  acc "
+          f"{out['acc_theirs']:.4f}")
+    print(f"  ratio lm-eval HF / wmdp suite: {out['theirs_s'] / out['ours_s']:.1f}x; same picks: {out['same_picks']}; "
+          f"max |Δ ll| {out['max_ll_difference']:.2e} (ours rounded to 1e-4 in the details)")
 
 
 if __name__ == "__main__":

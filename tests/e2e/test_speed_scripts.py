@@ -24,9 +24,11 @@ def test_the_floor_script_prints_real_and_floor_time_for_every_suite(zoo_family,
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     rows = {m.group(1): m.groups()[1:] for m in re.finditer(
-        r"^(\w+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x\s+([\d.]+) / ([\d.]+) / ([\d.]+)$", result.stdout, re.M)}
+        r"^(\w+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x\s+([\d.]+) / ([\d.]+) / ([\d.]+)$", result.stdout,
+        re.M)}
     assert set(rows) == {"smoke", "honesty"}, result.stdout
-    for suite, (real, floor, ratio, score, generate, patch) in rows.items():
+    for suite, (first, real, floor, ratio, score, generate, patch) in rows.items():
+        assert float(first) > 0 and float(real) > 0, suite  # the first checkpoint and the next were both timed
         assert float(floor) > 0 and float(score) > 0, suite  # both suites score and generate
         assert float(generate) > 0 and float(patch) == 0, suite
         rounding = float(real) / float(floor) * 0.0005 / float(floor) + 0.005  # of the printed 3 decimals
