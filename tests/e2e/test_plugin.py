@@ -381,3 +381,17 @@ def test_a_suite_without_zoo_checkpoints_says_it_needs_model(cache_dir, tmp_path
     assert result.returncode == 0, result.stdout[-2000:]
     assert "1 skipped" in result.stdout
     assert "utility has no default checkpoints (the fixture zoo has none for it): give --model" in result.stdout
+
+
+def test_a_first_run_shows_each_zoo_recipe_as_it_is_trained(project, tmp_path):
+    import re
+
+    result, report = run_suite(project, tmp_path / "empty-cache")
+    assert report is not None, result.stdout.str()
+    err = result.stderr.str()
+    assert re.search(r"training the fixture zoo: (smoke-lm, smoke-untrained|smoke-untrained, smoke-lm) "
+                     r"\(once; cached after\)", err), err
+    trained = re.findall(r"zoo (\d)/2: (smoke-lm|smoke-untrained) trained in \d+\.\d s", err)
+    assert sorted(trained) == [("1", trained[0][1]), ("2", trained[1][1])] and {n for _, n in trained} == {
+        "smoke-lm", "smoke-untrained"}, err
+    assert re.search(r"fixture zoo trained: \d+\.\d s", err), err
