@@ -219,30 +219,58 @@ class Patcher:
         targets = torch.cat([ids[row, spans[i][0]: spans[i][1]] for row, i in enumerate(batch)])
         counts = lengths.tolist()
         shifted = self._shift_cache(full_cache, prefix_columns)
-        layers = inner.layers
-        patched = []
+        rows = len(batch)
+
+        def patch_input(layer: int) -> torch.Tensor:
+            """Block `layer`'s output with the source's at the patched positions, over the window."""
+            block = captured[layer]  # on block `layer`'s own device under a device map
+            hidden = torch.where(positions[..., None].to(block.device), source[layer].to(block.device, self.dtype),
+                                 block)
+            return hidden.gather(1, window.to(block.device)[..., None].expand(-1, -1, hidden.shape[-1]))
+
+        # The patch at layer 0 runs blocks 1.. through the model's own forward (its
+        # masks and rotary code apply), and each block's arguments are kept. Every
+        # other patch then reuses them: the patches at layers below k go through
+        # block k together, stacked along the batch, so each block runs once per
+        # batch rather than once per patch below it (the same sums, in far fewer
+        # and larger calls).
+        layers, arguments = inner.layers, {}
+
+        def keep(index: int):
+            def hook(_module, _args, kwargs):
+                arguments[index] = kwargs
+            return hook
+
+        hooks = [layers[k].register_forward_pre_hook(keep(k), with_kwargs=True) for k in range(1, self.num_layers)]
         try:
-            for layer in range(self.num_layers):
-                block = captured[layer]  # on block `layer`'s own device under a device map
-                hidden = torch.where(positions[..., None].to(block.device), source[layer].to(block.device, self.dtype),
-                                     block)
-                hidden = hidden.gather(1, window.to(block.device)[..., None].expand(-1, -1, hidden.shape[-1]))
-                if layer + 1 < self.num_layers:
-                    # Blocks layer+1.. run through the model's own forward (its
-                    # mask and rotary code apply) over the shifted KV cache.
-                    inner.layers = layers[layer + 1 :]
-                    hidden = inner(
-                        inputs_embeds=hidden, attention_mask=attention, position_ids=window, use_cache=True,
-                        **{self.cache_kwarg: self._cache_of(shifted)},
-                    ).last_hidden_state
-                    inner.layers = layers
-                else:
-                    hidden = inner.norm(hidden)
-                logp = torch.log_softmax(self.model.lm_head(hidden[scored.to(hidden.device)]).float(), dim=-1)
-                token_logp = logp.gather(-1, targets[:, None].to(logp.device))[:, 0]
-                patched.append(np.array([float(chunk.mean()) for chunk in token_logp.split(counts)]))
+            inner.layers = layers[1:]
+            finals = [inner(inputs_embeds=patch_input(0), attention_mask=attention, position_ids=window,
+                            use_cache=True, **{self.cache_kwarg: self._cache_of(shifted)}).last_hidden_state]
         finally:
             inner.layers = layers
+            for hook in hooks:
+                hook.remove()
+        stack = None  # the patches at layers 1..k-1, patch by patch, each `rows` rows
+        for k in range(2, self.num_layers):
+            fresh = patch_input(k - 1)  # the patch at layer k-1 starts at block k
+            device = captured[k].device
+            stack = fresh.to(device) if stack is None else torch.cat([stack.to(device), fresh.to(device)])
+            copies = stack.shape[0] // rows
+            kwargs = {name: _stacked(value, rows, copies) for name, value in arguments[k].items()}
+            keys, values = shifted[k]
+            kwargs[self.cache_kwarg] = self._cache_of({k: (keys.repeat(copies, 1, 1, 1),
+                                                           values.repeat(copies, 1, 1, 1))})
+            out = layers[k](stack, **kwargs)
+            stack = out[0] if isinstance(out, tuple) else out
+        if stack is not None:
+            finals += [inner.norm(h) for h in stack.split(rows)]
+        if self.num_layers > 1:
+            finals.append(inner.norm(patch_input(self.num_layers - 1)))
+        patched = []
+        for hidden in finals:
+            logp = torch.log_softmax(self.model.lm_head(hidden[scored.to(hidden.device)]).float(), dim=-1)
+            token_logp = logp.gather(-1, targets[:, None].to(logp.device))[:, 0]
+            patched.append(np.array([float(chunk.mean()) for chunk in token_logp.split(counts)]))
         return base, np.stack(patched, axis=1)
 
     @staticmethod
@@ -258,19 +286,31 @@ class Patcher:
             shifted.append((layer.keys.gather(2, where), layer.values.gather(2, where)))
         return shifted
 
-    def _cache_of(self, shifted: list[tuple[torch.Tensor, torch.Tensor]]):
-        """A fresh KV cache over the shifted prefix (a rerun appends to its own
-        copy; the shifted tensors are shared, never written)."""
+    def _cache_of(self, shifted: list[tuple[torch.Tensor, torch.Tensor]] | dict[int, tuple[torch.Tensor, torch.Tensor]]):
+        """A fresh KV cache over the shifted prefix, of every layer (a list) or of
+        the layers given (a dict by index): a rerun appends to its own copy; the
+        shifted tensors are shared, never written."""
         from transformers import DynamicCache
 
         prefix = DynamicCache(config=self.model.config)
-        for index, (keys, values) in enumerate(shifted):
+        for index, (keys, values) in (shifted.items() if isinstance(shifted, dict) else enumerate(shifted)):
             prefix.update(keys, values, index)
         return prefix
 
 
 def _block_tensor(output) -> torch.Tensor:
     return output[0] if isinstance(output, tuple) else output
+
+
+def _stacked(value, rows: int, copies: int):
+    """A decoder block's argument for `copies` stacked copies of a batch of `rows`
+    rows: per-row tensors (batch first, as masks, positions and rotary tables
+    are) repeated along the batch; anything else as it is."""
+    if isinstance(value, tuple):
+        return tuple(_stacked(v, rows, copies) for v in value)
+    if isinstance(value, torch.Tensor) and value.dim() >= 2 and value.shape[0] == rows and copies > 1:
+        return value.repeat(copies, *([1] * (value.dim() - 1)))
+    return value
 
 
 
