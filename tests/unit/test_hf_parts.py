@@ -115,7 +115,8 @@ def test_generator_equals_transformers_generate_with_and_without_a_shared_prefix
 def test_patcher_reads_pre_norm_block_outputs_and_a_self_patch_changes_nothing(tiny_llama):
     from unlearnbench.models.patching import Patcher
 
-    patcher = Patcher(tiny_llama, batcher(), pad_id=PAD, name="tiny", cache_kwarg=cache_kwarg(tiny_llama))
+    patcher = Patcher(tiny_llama, batcher(), pad_id=PAD, name="tiny", cache_kwarg=cache_kwarg(tiny_llama),
+                      keeps_logits=True)
     ids = torch.tensor([[1, 9, 14, 22, 30], [1, 7, 8, 9, 10]])
     mask = torch.ones_like(ids)
     blocks = patcher.block_outputs(ids, mask)

@@ -76,7 +76,8 @@ class ModelHandle(Tokenization):
         self.scorer = Scorer(model, self.batcher, pad_id=tokenizer.pad_token_id, name=name, keeps_logits=keeps_logits)
         self.generator = Generator(model, tokenizer, self.batcher, name=name, cache_kwarg=cache_kwarg,
                                    keeps_logits=keeps_logits)
-        self.patcher = Patcher(model, self.batcher, pad_id=tokenizer.pad_token_id, name=name, cache_kwarg=cache_kwarg)
+        self.patcher = Patcher(model, self.batcher, pad_id=tokenizer.pad_token_id, name=name, cache_kwarg=cache_kwarg,
+                               keeps_logits=keeps_logits)
         self.finite_check = FiniteLogitsCheck(name)
         self._finite_hook = model.register_forward_hook(self.finite_check, with_kwargs=True)
 

@@ -26,9 +26,13 @@ FAST_PATCH_BATCH = 8
 class Patcher:
     """Reads and replaces the outputs of `model`'s decoder blocks."""
 
-    def __init__(self, model: torch.nn.Module, batcher: Batcher, *, pad_id: int, name: str, cache_kwarg: str):
+    def __init__(self, model: torch.nn.Module, batcher: Batcher, *, pad_id: int, name: str, cache_kwarg: str,
+                 keeps_logits: bool):
         self.model, self.batcher, self.pad_id, self.name = model, batcher, pad_id, name
         self.cache_kwarg = cache_kwarg  # the forward's KV-cache argument ("past_key_values" or "cache")
+        # Passes read for their hidden states alone skip the output head (a vocabulary-wide
+        # product at every position) where the forward takes `logits_to_keep`.
+        self.head_skipped = {"logits_to_keep": 1} if keeps_logits else {}
         self.blocks = find_decoder_blocks(model)
 
     @property
@@ -70,7 +74,7 @@ class Patcher:
             for layer in range(self.num_layers):
                 stack.enter_context(self._block_hook(layer, hook))
             out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
-                             output_hidden_states=post_norm_last)
+                             output_hidden_states=post_norm_last, **self.head_skipped)
         if post_norm_last:
             captured[-1] = out.hidden_states[-1]
         return torch.stack([c.to(self.device) for c in captured])
@@ -162,7 +166,7 @@ class Patcher:
                 positions[row, spans[i][0] - 1 : spans[i][1] - 1] = True
             source = patch_source.block_outputs(ids, mask, post_norm_last=post_norm_last)
             if fast:
-                base, patched = self._fast_patched(ids, mask, positions, source, batch, spans, mean_span_logprob)
+                base, patched = self._fast_patched(ids, mask, positions, source, batch, spans)
             else:
                 base = mean_span_logprob(self.model(input_ids=ids, attention_mask=mask).logits, ids, batch)
                 patched = np.stack([
@@ -185,7 +189,7 @@ class Patcher:
         base = np.array([r[0] for r in results])
         return SpanScores(base, np.stack([r[1] for r in results]) if patch_source is not None else None)
 
-    def _fast_patched(self, ids, mask, positions, source, batch, spans, mean_span_logprob):
+    def _fast_patched(self, ids, mask, positions, source, batch, spans):
         """Base and per-layer patched span scores, rerunning only what a patch changes.
 
         Row r's patch changes nothing before its first span-predicting position
@@ -201,11 +205,10 @@ class Patcher:
         captured: list[torch.Tensor] = []
         hooks = [b.register_forward_hook(lambda _m, _a, out: captured.append(_block_tensor(out))) for b in self.blocks]
         try:
-            out = self.model(input_ids=ids, attention_mask=mask, use_cache=True)
+            out = self.model(input_ids=ids, attention_mask=mask, use_cache=True, **self.head_skipped)
         finally:
             for h in hooks:
                 h.remove()
-        base = mean_span_logprob(out.logits, ids, batch)
         full_cache = getattr(out, self.cache_kwarg)
 
         starts = torch.tensor([spans[i][0] - 1 for i in batch], device=ids.device)  # p_r
@@ -266,12 +269,16 @@ class Patcher:
             finals += [inner.norm(h) for h in stack.split(rows)]
         if self.num_layers > 1:
             finals.append(inner.norm(patch_input(self.num_layers - 1)))
-        patched = []
+        # The unpatched score from the target's own last block, through the final norm
+        # and the head at the scored positions only, as the model's own pass computes it.
+        last = captured[-1]
+        finals.append(inner.norm(last.gather(1, window.to(last.device)[..., None].expand(-1, -1, last.shape[-1]))))
+        scores = []
         for hidden in finals:
             logp = torch.log_softmax(self.model.lm_head(hidden[scored.to(hidden.device)]).float(), dim=-1)
             token_logp = logp.gather(-1, targets[:, None].to(logp.device))[:, 0]
-            patched.append(np.array([float(chunk.mean()) for chunk in token_logp.split(counts)]))
-        return base, np.stack(patched, axis=1)
+            scores.append(np.array([float(chunk.mean()) for chunk in token_logp.split(counts)]))
+        return scores[-1], np.stack(scores[:-1], axis=1)
 
     @staticmethod
     def _shift_cache(cache, prefix_columns: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
