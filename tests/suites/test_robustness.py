@@ -65,6 +65,19 @@ def test_quantizing_prints_no_warning_about_an_optional_hub_kernel():
     assert done.returncode == 0 and done.stdout == "" and done.stderr == "", done.stderr
 
 
+def test_the_sentence_embedder_does_not_ask_the_hub_for_a_bitsandbytes_kernel():
+    # sentence-transformers imports transformers' trainer utilities, which import
+    # peft, which imports bitsandbytes: every DUSK, MUSE and ConceptGuard run loaded it.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "from unlearnbench.metrics.text import Embedder; "
+                           "print(Embedder('all-MiniLM-L6-v2').cosine(['a cat'], ['a cat'])[0])"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and abs(float(done.stdout) - 1) < 1e-5, done.stderr
+    assert "kernels-community" not in done.stderr and "publisher trust" not in done.stderr, done.stderr
+
+
 def test_quant8_is_row_wise_absmax_int8_by_hand():
     generator = torch.Generator().manual_seed(1)
     weight = torch.randn(16, 96, generator=generator) * 0.05
