@@ -26,8 +26,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from unlearnbench import libraries
 from unlearnbench.errors import UnlearnbenchError
-from unlearnbench.models import libraries
 
 ATTACKS = ("quant4", "quant8", "relearn")
 NF4_BLOCK = 64

@@ -11,6 +11,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -312,3 +313,38 @@ def test_ctxt_sep_equals_the_hand_computed_separation(zoo_family, cache_dir):
     assert out["harm_score"].value == pytest.approx((0.1 + 0.3 + 0.6) / 3)
     assert {c: round(v["sep"], 6) for c, v in out["ctxt_sep"].details["per_concept"].items()} == \
         {"echo moss": 0.7, "glimmerfrost": 0.5, "lanternroot": 0.2}
+
+
+def test_separation_replicates_equal_a_loop_over_the_resamples():
+    """The bootstrap replicates of CtxtSep (weighted and macro), computed for all
+    resamples at once, against a loop over the same resamples written from the
+    definition: per resample, each concept drawn with both kinds of query
+    contributes help mean - harm mean, weighted by its queries drawn (or equally)."""
+    import random
+
+    from unlearnbench.metrics.core import bootstrap_indices
+    from unlearnbench.suites.conceptguard.metrics import _weighted_replicates
+
+    rng = random.Random(4)
+    # "rare" has one query of each kind: many resamples miss one of them and leave it out
+    values = [(c, k, rng.random()) for c, count in (("alpha", 5), ("beta", 3)) for k in ("help", "harm")
+              for _ in range(count)] + [("rare", "help", 0.9), ("rare", "harm", 0.1)]
+    [rows] = bootstrap_indices([len(values)])
+    for key in ("weighted", "macro"):
+        expected = []
+        for resample in rows:
+            drawn: dict = {}
+            for concept, kind, score in (values[j] for j in resample):
+                drawn.setdefault(concept, {"help": [], "harm": []})[kind].append(score)
+            both = {c: v for c, v in drawn.items() if v["help"] and v["harm"]}
+            if not both:
+                continue
+            seps = {c: np.mean(v["help"]) - np.mean(v["harm"]) for c, v in both.items()}
+            if key == "weighted":
+                sizes = {c: len(v["help"]) + len(v["harm"]) for c, v in both.items()}
+                expected.append(sum(sizes[c] * seps[c] for c in both) / sum(sizes.values()))
+            else:
+                expected.append(np.mean(list(seps.values())))
+        got = _weighted_replicates(values, key)
+        assert len(got) == len(expected) and len(got) > 1000
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)

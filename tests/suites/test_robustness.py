@@ -59,7 +59,7 @@ def test_quantizing_prints_no_warning_about_an_optional_hub_kernel():
 
     # peft imports bitsandbytes too, so applying an adapter must stay quiet as well.
     done = subprocess.run([sys.executable, "-c", "import torch; from unlearnbench import attacks; "
-                           "from unlearnbench.models import libraries; libraries.peft(); "
+                           "from unlearnbench import libraries; libraries.peft(); "
                            "attacks.nf4_roundtrip(torch.ones(64, 64)); attacks.int8_roundtrip(torch.ones(64, 64))"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout == "" and done.stderr == "", done.stderr

