@@ -52,6 +52,10 @@ def test_the_wheel_holds_every_suite_its_gate_its_test_file_and_its_data(wheel):
     code |= {f"unlearnbench/fixtures/{p.relative_to(ROOT / 'fixtures').as_posix()}" for p in (ROOT / "fixtures").rglob("*.py")}
     assert code <= names, sorted(code - names)
     assert {"unlearnbench/fixtures/smoke/qa.jsonl", "unlearnbench/fixtures/smoke/texts.jsonl"} <= names
+    # The zoo's shipped bases: a first run from the wheel trains only the short recipes too.
+    shipped = {f"unlearnbench/fixtures/{p.relative_to(ROOT / 'fixtures').as_posix()}"
+               for p in (ROOT / "fixtures" / "shipped").rglob("*") if p.is_file()}
+    assert len(shipped) >= 2 * 5 and shipped <= names, sorted(shipped - names)
 
 
 def test_init_from_the_wheel_makes_a_repository_that_runs_a_suite_and_owns_its_gate(wheel, tmp_path, smoke_lm_dir,
