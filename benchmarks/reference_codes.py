@@ -45,7 +45,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
-UDS_CODE = SHARED / "reference" / "unlearning-depth-score" / "compute_uds.py"
+sys.path.insert(0, str(ROOT))
+from tests.suites.test_uds import run_compute_uds  # noqa: E402  (the reference code's run the equality tests trust)
+
 UDS_ITEMS = SHARED / "data" / "uds" / "tofu_forget10_filtered.json"
 DUSK_DATA = SHARED / "data" / "dusk"
 TARGETS = {"uds, one process": 10, "uds, per checkpoint in a sweep": 15, "dusk verbatim": 6, "dusk knowledge QA": 15,
@@ -61,14 +63,9 @@ def timed(fn):
 
 # ----------------------------------------------------------------------- uds
 def compute_uds(full: Path, retain: Path, unlearned: Path, items: int, s1_cache: Path, out_dir: Path) -> dict:
-    command = [sys.executable, str(UDS_CODE), "--full_model", str(full), "--retain_model", str(retain),
-               "--unlearn_model", str(unlearned), "--data_path", str(UDS_ITEMS), "--num_examples", str(items),
-               "--dtype", "float32", "--device_map", "cpu", "--gpu", "", "--s1_cache_dir", str(s1_cache),
-               "--out_dir", str(out_dir)]
-    done = subprocess.run(command, cwd=out_dir.parent, env={**os.environ, **OFFLINE}, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"compute_uds.py exited {done.returncode}: {done.stderr[-2000:]}")
-    return {str(r["idx"]): r["uds"] for r in json.loads((out_dir / "results.json").read_text())}
+    """UDS per item from `compute_uds.py`, run as the tests run it (tests/suites/test_uds.py), with its S1 cache."""
+    results = run_compute_uds(full, retain, unlearned, UDS_ITEMS, items, out_dir, s1_cache=s1_cache)
+    return {str(r["idx"]): r["uds"] for r in results}
 
 
 def pytest_uds(full: Path, retain: Path, unlearned: Path, items: int, cache: Path, work: Path) -> dict:

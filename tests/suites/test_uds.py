@@ -324,17 +324,18 @@ def test_uds_skips_without_both_references(zoo_family, cache_dir, tofu_items):
 UDS_REFERENCE = ROOT.parent / "shared" / "reference" / "unlearning-depth-score"
 
 
-def run_compute_uds(full_dir, retain_dir, unlearned_dir, items_file, n: int, out_dir) -> list[dict]:
+def run_compute_uds(full_dir, retain_dir, unlearned_dir, items_file, n: int, out_dir, s1_cache=None) -> list[dict]:
     """gnueaj/unlearning-depth-score's `compute_uds.py` (fc31639, from the
     project's shared folder) run as its README runs it, on local folders, on
-    CPU in float32, every layer, batch 1, no S1 cache: its per-item results."""
+    CPU in float32, every layer, batch 1, without an S1 cache unless
+    `s1_cache` names its folder: its per-item results."""
     import subprocess
     import sys
 
     command = [sys.executable, str(UDS_REFERENCE / "compute_uds.py"), "--full_model", str(full_dir),
                "--retain_model", str(retain_dir), "--unlearn_model", str(unlearned_dir), "--data_path",
                str(items_file), "--num_examples", str(n), "--dtype", "float32", "--device_map", "cpu", "--gpu", "",
-               "--no_s1_cache", "--out_dir", str(out_dir)]
+               *(["--s1_cache_dir", str(s1_cache)] if s1_cache else ["--no_s1_cache"]), "--out_dir", str(out_dir)]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     done = subprocess.run(command, cwd=out_dir.parent, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
