@@ -14,6 +14,9 @@ from pathlib import Path
 
 from unlearnbench.errors import UnlearnbenchError
 
+# How far a checked value of a zoo trained on another CPU may lie from the
+# shipped zoo's and still count as the same (docs/zoo.md: measured).
+FROM_SCRATCH_TOLERANCE = 0.05
 EPILOG = """\
 Evaluation runs through pytest, not through this command:
   pytest suites                                   every suite on the built-in fixture zoo
@@ -37,9 +40,10 @@ def _zoo(args: argparse.Namespace) -> int:
     if args.zoo_command == "data":
         print(zoo.data_dir(args.cache_dir))
         return 0
+    if args.zoo_command == "build" and args.from_scratch:
+        return _zoo_from_scratch(args)
     names = args.names or list(zoo.FAMILY if args.zoo_command == "measure" else zoo.RECIPES)
-    paths = zoo.build_many(names, args.cache_dir, on_built=lambda name, seconds, done, total: print(
-        f"trained {name} in {seconds:.1f} s ({done}/{total})", file=sys.stderr, flush=True))
+    paths = zoo.build_many(names, args.cache_dir, on_built=_print_built)
     if args.zoo_command == "measure":
         return _zoo_measure(paths)
     for name, path in paths.items():
@@ -47,6 +51,59 @@ def _zoo(args: argparse.Namespace) -> int:
         loss = manifest["loss_curve"][-1] if manifest["loss_curve"] else None
         print(f"{name:<16} {path}  final loss {loss}  built in {manifest['build_seconds']} s")
     return 0
+
+
+def _print_built(name: str, seconds: float, done: int, total: int) -> None:
+    print(f"trained {name} in {seconds:.1f} s ({done}/{total})", file=sys.stderr, flush=True)
+
+
+def _zoo_from_scratch(args: argparse.Namespace) -> int:
+    """Train recipes (and the bases they start from) from scratch in a cache of
+    their own, run the suites that evaluate them on that zoo and on the
+    shipped one, and compare the two runs check by check: the same verdicts,
+    and values within the tolerance (docs/zoo.md). Exit 1 when they differ."""
+    import subprocess
+    import time
+
+    from unlearnbench.cache import DEFAULT_CACHE_DIR
+    from unlearnbench.fixtures import zoo
+    from unlearnbench.report.agreement import compare_runs
+    from unlearnbench.report.schema import load_report
+    from unlearnbench.suites import SUITES, default_file, zoo_defaults
+
+    names = args.names or list(zoo.SHIPPED)
+    for name in names:
+        zoo.checkpoint_dir(name)  # an unknown name stops here, before any training
+    cache = (args.cache_dir or DEFAULT_CACHE_DIR).expanduser()
+    scratch = cache / "from-scratch"
+    started = time.perf_counter()
+    zoo.build_many(names, scratch, from_scratch=True, on_built=_print_built)
+    print(f"trained from scratch in {time.perf_counter() - started:.1f} s: {scratch / 'zoo'}")
+    if args.no_compare:
+        return 0
+    trained = set(names) | {zoo.RECIPES[n].base for n in names if zoo.RECIPES[n].base}
+    suites = [suite for suite, spec in SUITES.items()
+              if trained & ({*zoo_defaults(suite)} | {recipe for _, recipe in spec.default_references})]
+    out = args.output or Path("reports") / f"zoo-from-scratch-{time.strftime('%Y%m%d-%H%M%S')}"
+    # The suites' default test files and gates: a checkout's suites/ and thresholds/, or the wheel's defaults.
+    tests = [str(default_file(suite, f"suites/{suite}/test_{suite}.py")) for suite in suites]
+    reports = {}
+    for label, cache_dir in (("shipped", cache), ("from-scratch", scratch)):
+        print(f"running {', '.join(suites)} on the {label} zoo ...", flush=True)
+        run = subprocess.run([sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider",
+                              "--cache-dir", str(cache_dir), "--report-dir", str(out / label)],
+                             capture_output=True, text=True)
+        if run.returncode not in (0, 1):  # 1: some gate failed, as the zoo's failing recipes do
+            raise UnlearnbenchError(f"the pytest run on the {label} zoo exited with {run.returncode}:\n"
+                                    + (run.stdout + run.stderr)[-2000:])
+        reports[label] = load_report(out / label / "latest" / "report.json")
+    compared = [n for n in zoo.SHIPPED if n in trained]
+    agreement = compare_runs(reports["from-scratch"], reports["shipped"], compared, args.tolerance)
+    for line in agreement.lines(("zoo trained here", "shipped zoo")):
+        print(line)
+    print(f"the zoo trained here {'agrees with' if agreement.agrees else 'DIFFERS from'} the shipped zoo; "
+          f"reports: {out}")
+    return 0 if agreement.agrees else 1
 
 
 def _zoo_measure(paths: dict) -> int:
@@ -265,7 +322,18 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_argument("--cache-dir", type=Path, default=None, help="default ~/.cache/unlearnbench")
     zoo_sub = zoo.add_subparsers(dest="zoo_command", required=True)
     build = zoo_sub.add_parser("build", help="train (or find cached) zoo checkpoints")
-    build.add_argument("names", nargs="*", help="recipes to build (default: all)")
+    build.add_argument("names", nargs="*", help="recipes to build (default: all; with --from-scratch, the shipped ones)")
+    build.add_argument("--from-scratch", action="store_true",
+                       help="train even the shipped recipes (and their bases), in <cache>/from-scratch, then run the "
+                            "suites that evaluate them on that zoo and on the shipped one and compare verdicts and "
+                            "values; exit 1 when they differ")
+    build.add_argument("--tolerance", type=float, default=FROM_SCRATCH_TOLERANCE,
+                       help=f"largest difference of a checked value counted as the same (default "
+                            f"{FROM_SCRATCH_TOLERANCE:g}, measured: docs/zoo.md)")
+    build.add_argument("--no-compare", action="store_true", help="with --from-scratch: train only")
+    build.add_argument("--output", type=Path, default=None,
+                       help="with --from-scratch: the folder of the two runs' reports "
+                            "(default reports/zoo-from-scratch-TIME)")
     zoo_sub.add_parser("list", help="recipes and whether they are built")
     zoo_sub.add_parser("data", help="the overlap corpus in the real data formats (written once)")
     measure = zoo_sub.add_parser("measure", help="build and tabulate what each checkpoint knows")

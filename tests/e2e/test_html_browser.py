@@ -9,11 +9,15 @@ Screenshots are saved under reports/screenshots/."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from browser import CHROMIUM_FLAGS, VIEWPORTS, layout
+from conftest import fresh_cache
 
 # Chromium, and the whole zoo run it renders (one worker builds it: tests/conftest.py ONE_WORKER_MODULES).
 pytestmark = pytest.mark.slow
@@ -22,14 +26,16 @@ ROOT = Path(__file__).resolve().parents[2]
 PLOTS = ("dusk-knowledge", "tradeoff", "uds-profile", "honesty-replies", "honesty-mcq", "conceptguard-separation",
          "tofu-quality-utility", "muse-verbmem-utility")
 @pytest.fixture(scope="module")
-def zoo_report(tmp_path_factory, zoo_family, cache_dir, warm_python):
+def zoo_report(tmp_path_factory, zoo_family, cache_dir):
     """`pytest suites` on the default zoo (all suites), as the README's demo runs it."""
     project = tmp_path_factory.mktemp("demo")
     shutil.copytree(ROOT / "suites", project / "suites", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "thresholds", project / "thresholds")
-    result = warm_python.run(
-        ["-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", "--no-progress", "--cache-dir", str(cache_dir),
-         "--report-dir", str(project / "reports")], cwd=project, timeout=900)
+    # A process of its own with two torch threads (not the warm server, whose torch has this worker's one thread).
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", "--no-progress", "--cache-dir",
+         str(cache_dir), "--report-dir", str(project / "reports")], cwd=project, timeout=900, capture_output=True,
+        text=True, env=os.environ | {"OMP_NUM_THREADS": "2"})
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]  # bad zoo methods fail
     assert result.stdout.rstrip().splitlines()[-2].startswith("HTML report:")  # the paths are the last lines
     return project / "reports" / "latest" / "report.html"
@@ -174,11 +180,12 @@ def test_zoo_ranking_puts_the_collapsed_ga_below_simnpo_and_ranks_no_reference(z
 
 
 def test_the_zoo_run_decides_only_what_its_intervals_show_and_another_seed_changes_no_verdict(
-        zoo_report, cache_dir, warm_python, tmp_path):
+        zoo_report, tmp_path):
     """Issue 43's done-when on the README's main job: no pass or fail whose
     decision interval contains its bound; every judged row names what decided
-    it; the preflight is in the report; `--seed 1` gives every check the same
-    outcome and the ranking the same order."""
+    it; the preflight is in the report; `--seed 1`, run on two xdist workers
+    of one torch thread each (the first run: one process, two threads), gives
+    every check the same outcome and the ranking the same order."""
     report = json.loads(zoo_report.with_name("report.json").read_text())
     assert report["run"]["decision"] | {"text": ""} == {"rule": "interval", "alpha": 0.05, "correction": "none",
                                                        "strict_ci": False, "text": ""}
@@ -199,12 +206,18 @@ def test_the_zoo_run_decides_only_what_its_intervals_show_and_another_seed_chang
     preflight = report["run"]["preflight"]
     assert preflight["dusk.verbatim_forgotten"]["underpowered"] and preflight["dusk.verbatim_forgotten"]["n"] == 19
 
+    # Issue 54: and the same verdicts with two xdist workers of one torch thread each, the first run
+    # having been one process of two threads, every value computed again (a cache of its own).
     other = tmp_path / "reports"
     project = zoo_report.parents[2]
-    result = warm_python.run(["-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", "--no-progress", "--seed", "1",
-                              "--cache-dir", str(cache_dir), "--report-dir", str(other)], cwd=project, timeout=900)
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    result = subprocess.run([sys.executable, "-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", "--no-progress",
+                             "--seed", "1", "-n", "2", "--cache-dir", str(fresh_cache(tmp_path / "cache")),
+                             "--report-dir", str(other)], cwd=project, env=env, timeout=900, capture_output=True,
+                            text=True)
     assert result.returncode == 1, result.stdout[-3000:]
     seeded = json.loads((other / "latest" / "report.json").read_text())
+    assert "-n" in seeded["run"]["command"] and "-n" not in report["run"]["command"]
 
     def outcomes(r: dict) -> dict:
         return {(name, suite, check): v["outcome"] for name, cp in r["checkpoints"].items()

@@ -199,3 +199,50 @@ def test_a_damaged_shipped_checkpoint_is_named_in_one_line_and_never_cached(tmp_
     assert "\n" not in message and f"{folder}/model.safetensors" in message and "sha256" in message
     assert not zoo.checkpoint_dir("ga", tmp_path / "cache").exists()
     assert zoo.build("full", tmp_path / "cache").is_dir()  # the others are unharmed
+
+
+def _report(checks: dict) -> dict:
+    """A report holding `checks` {(checkpoint, suite, check): (outcome, value)}."""
+    report = {"checkpoints": {}}
+    for (name, suite, check), (outcome, value) in checks.items():
+        suites = report["checkpoints"].setdefault(name, {"suites": {}})["suites"]
+        suites.setdefault(suite, {"checks": {}})["checks"][check] = {"outcome": outcome, "value": value}
+    return report
+
+
+def test_two_runs_agree_only_with_the_same_verdicts_and_values_within_the_tolerance():
+    from unlearnbench.report.agreement import compare_runs
+
+    shipped = _report({("ga", "dusk", "forgotten"): ("pass", 0.10), ("ga", "dusk", "kept"): ("fail", 0.50),
+                       ("npo", "tofu", "quality"): ("fail", 0.30), ("retain", "dusk", "kept"): ("pass", 0.9)})
+    same = _report({("ga", "dusk", "forgotten"): ("pass", 0.13), ("ga", "dusk", "kept"): ("fail", 0.49),
+                    ("npo", "tofu", "quality"): ("fail", 0.30), ("other", "dusk", "kept"): ("pass", 0.1)})
+    agreement = compare_runs(same, shipped, ["ga", "npo", "retain"], tolerance=0.05)
+    assert agreement.agrees and len(agreement.pairs) == 3  # retain is in one run only: not compared
+    assert agreement.largest.check == "dusk.forgotten" and abs(agreement.largest.difference - 0.03) < 1e-12
+    assert not compare_runs(same, shipped, ["ga"], tolerance=0.02).agrees  # 0.03 is beyond 0.02
+    flipped = _report({("ga", "dusk", "forgotten"): ("inconclusive", 0.11), ("ga", "dusk", "kept"): ("fail", 0.5)})
+    disagreement = compare_runs(flipped, shipped, ["ga"], tolerance=0.05)
+    assert not disagreement.agrees and [p.check for p in disagreement.flipped] == ["dusk.forgotten"]
+    assert "verdict differs: ga dusk.forgotten: inconclusive in the mine, pass in the theirs" in \
+        disagreement.lines(("mine", "theirs"))
+    assert not compare_runs(shipped, shipped, ["nobody"], 0.05).agrees  # nothing compared is no agreement
+
+
+@pytest.mark.slow  # trains the smoke recipes and runs the smoke suite on both zoos
+def test_zoo_build_from_scratch_compares_with_the_shipped_zoo_by_values_and_verdicts(tmp_path):
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "unlearnbench.cli", "zoo", "--cache-dir", str(tmp_path), "build",
+                          "--from-scratch", "smoke-lm", "smoke-untrained", "--output", str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    trained = zoo.checkpoint_dir("smoke-lm", tmp_path / "from-scratch")
+    assert json.loads((trained / "manifest.json").read_text())["loss_curve"]  # trained here, not copied
+    lines = run.stdout.splitlines()
+    assert "6 checks compared on 2 checkpoints (smoke-lm, smoke-untrained): 6 verdicts the same, 0 differ" in lines
+    assert lines[-1].startswith("the zoo trained here agrees with the shipped zoo")
+    for label in ("shipped", "from-scratch"):
+        report = json.loads((tmp_path / "out" / label / "latest" / "report.json").read_text())
+        assert set(report["checkpoints"]) == {"smoke-lm", "smoke-untrained"}
