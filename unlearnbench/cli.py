@@ -14,9 +14,11 @@ from pathlib import Path
 
 from unlearnbench.errors import UnlearnbenchError
 
-# How far a checked value of a zoo trained on another CPU may lie from the
-# shipped zoo's and still count as the same (docs/zoo.md: measured).
-FROM_SCRATCH_TOLERANCE = 0.05
+# How far a checked value on a [0, 1] scale of a zoo trained on another CPU may
+# lie from the shipped zoo's. Measured (docs/zoo.md): every recipe trained with
+# AVX2 kernels against the shipped AVX-512 build, 188 such values: median
+# difference 0, 90th percentile 0.047, largest 0.26 (graddiff's MMLU accuracy).
+FROM_SCRATCH_TOLERANCE = 0.3
 EPILOG = """\
 Evaluation runs through pytest, not through this command:
   pytest suites                                   every suite on the built-in fixture zoo
@@ -69,7 +71,7 @@ def _zoo_from_scratch(args: argparse.Namespace) -> int:
     from unlearnbench.fixtures import zoo
     from unlearnbench.report.agreement import compare_runs
     from unlearnbench.report.schema import load_report
-    from unlearnbench.suites import SUITES, default_file, zoo_defaults
+    from unlearnbench.suites import SUITES, UNIT, default_file, zoo_defaults
 
     names = args.names or list(zoo.SHIPPED)
     for name in names:
@@ -98,7 +100,8 @@ def _zoo_from_scratch(args: argparse.Namespace) -> int:
                                     + (run.stdout + run.stderr)[-2000:])
         reports[label] = load_report(out / label / "latest" / "report.json")
     compared = [n for n in zoo.SHIPPED if n in trained]
-    agreement = compare_runs(reports["from-scratch"], reports["shipped"], compared, args.tolerance)
+    agreement = compare_runs(reports["from-scratch"], reports["shipped"], compared, args.tolerance,
+                             bounded=lambda suite, metric: SUITES[suite].scale_of.get(metric) == UNIT)
     for line in agreement.lines(("zoo trained here", "shipped zoo")):
         print(line)
     print(f"the zoo trained here {'agrees with' if agreement.agrees else 'DIFFERS from'} the shipped zoo; "
@@ -325,10 +328,11 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("names", nargs="*", help="recipes to build (default: all; with --from-scratch, the shipped ones)")
     build.add_argument("--from-scratch", action="store_true",
                        help="train even the shipped recipes (and their bases), in <cache>/from-scratch, then run the "
-                            "suites that evaluate them on that zoo and on the shipped one and compare verdicts and "
-                            "values; exit 1 when they differ")
+                            "suites that evaluate them on that zoo and on the shipped one and compare: exit 1 when a "
+                            "check passes in one and fails in the other, or a value on a [0, 1] scale differs by "
+                            "more than --tolerance")
     build.add_argument("--tolerance", type=float, default=FROM_SCRATCH_TOLERANCE,
-                       help=f"largest difference of a checked value counted as the same (default "
+                       help=f"largest difference of a checked value on a [0, 1] scale counted as the same (default "
                             f"{FROM_SCRATCH_TOLERANCE:g}, measured: docs/zoo.md)")
     build.add_argument("--no-compare", action="store_true", help="with --from-scratch: train only")
     build.add_argument("--output", type=Path, default=None,

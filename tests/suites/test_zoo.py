@@ -210,23 +210,27 @@ def _report(checks: dict) -> dict:
     return report
 
 
-def test_two_runs_agree_only_with_the_same_verdicts_and_values_within_the_tolerance():
+def test_two_runs_agree_unless_a_check_passes_in_one_and_fails_in_the_other_or_a_value_moves_too_far():
     from unlearnbench.report.agreement import compare_runs
 
+    def bounded(suite, metric):
+        return suite != "tofu"
+
     shipped = _report({("ga", "dusk", "forgotten"): ("pass", 0.10), ("ga", "dusk", "kept"): ("fail", 0.50),
-                       ("npo", "tofu", "quality"): ("fail", 0.30), ("retain", "dusk", "kept"): ("pass", 0.9)})
-    same = _report({("ga", "dusk", "forgotten"): ("pass", 0.13), ("ga", "dusk", "kept"): ("fail", 0.49),
-                    ("npo", "tofu", "quality"): ("fail", 0.30), ("other", "dusk", "kept"): ("pass", 0.1)})
-    agreement = compare_runs(same, shipped, ["ga", "npo", "retain"], tolerance=0.05)
+                       ("npo", "tofu", "quality"): ("fail", 1e-9), ("retain", "dusk", "kept"): ("pass", 0.9)})
+    other = _report({("ga", "dusk", "forgotten"): ("pass", 0.13), ("ga", "dusk", "kept"): ("inconclusive", 0.45),
+                     ("npo", "tofu", "quality"): ("fail", 1e-4), ("other", "dusk", "kept"): ("pass", 0.1)})
+    agreement = compare_runs(other, shipped, ["ga", "npo", "retain"], 0.1, bounded)
     assert agreement.agrees and len(agreement.pairs) == 3  # retain is in one run only: not compared
-    assert agreement.largest.check == "dusk.forgotten" and abs(agreement.largest.difference - 0.03) < 1e-12
-    assert not compare_runs(same, shipped, ["ga"], tolerance=0.02).agrees  # 0.03 is beyond 0.02
-    flipped = _report({("ga", "dusk", "forgotten"): ("inconclusive", 0.11), ("ga", "dusk", "kept"): ("fail", 0.5)})
-    disagreement = compare_runs(flipped, shipped, ["ga"], tolerance=0.05)
-    assert not disagreement.agrees and [p.check for p in disagreement.flipped] == ["dusk.forgotten"]
-    assert "verdict differs: ga dusk.forgotten: inconclusive in the mine, pass in the theirs" in \
+    assert [p.check for p in agreement.moved] == ["dusk.kept"] and not agreement.contradictions
+    assert agreement.differences == pytest.approx([0.03, 0.05])  # tofu's p-value is compared by its verdict
+    assert not compare_runs(other, shipped, ["ga"], 0.04, bounded).agrees  # 0.05 is beyond 0.04
+    flipped = _report({("ga", "dusk", "forgotten"): ("fail", 0.11), ("ga", "dusk", "kept"): ("fail", 0.5)})
+    disagreement = compare_runs(flipped, shipped, ["ga"], 0.1, bounded)
+    assert not disagreement.agrees and [p.check for p in disagreement.contradictions] == ["dusk.forgotten"]
+    assert "contradiction: ga dusk.forgotten: fail in the mine, pass in the theirs" in \
         disagreement.lines(("mine", "theirs"))
-    assert not compare_runs(shipped, shipped, ["nobody"], 0.05).agrees  # nothing compared is no agreement
+    assert not compare_runs(shipped, shipped, ["nobody"], 0.1, bounded).agrees  # nothing compared is no agreement
 
 
 @pytest.mark.slow  # trains the smoke recipes and runs the smoke suite on both zoos
@@ -241,7 +245,8 @@ def test_zoo_build_from_scratch_compares_with_the_shipped_zoo_by_values_and_verd
     trained = zoo.checkpoint_dir("smoke-lm", tmp_path / "from-scratch")
     assert json.loads((trained / "manifest.json").read_text())["loss_curve"]  # trained here, not copied
     lines = run.stdout.splitlines()
-    assert "6 checks compared on 2 checkpoints (smoke-lm, smoke-untrained): 6 verdicts the same, 0 differ" in lines
+    assert "6 checks compared on 2 checkpoints (smoke-lm, smoke-untrained): 6 verdicts the same, 0 between a " \
+           "decision and inconclusive, 0 pass in one and fail in the other" in lines
     assert lines[-1].startswith("the zoo trained here agrees with the shipped zoo")
     for label in ("shipped", "from-scratch"):
         report = json.loads((tmp_path / "out" / label / "latest" / "report.json").read_text())
