@@ -251,3 +251,12 @@ def test_zoo_build_from_scratch_compares_with_the_shipped_zoo_by_values_and_verd
     for label in ("shipped", "from-scratch"):
         report = json.loads((tmp_path / "out" / label / "latest" / "report.json").read_text())
         assert set(report["checkpoints"]) == {"smoke-lm", "smoke-untrained"}
+
+
+def test_a_build_reports_each_recipe_as_it_is_trained(tmp_path):
+    """What the run's progress lines (`zoo 1/1: smoke-untrained trained in 0.0 s`) are made of."""
+    seen = []
+    zoo.build_many(["smoke-untrained"], tmp_path, from_scratch=True,
+                   on_built=lambda name, seconds, done, total: seen.append((name, done, total, seconds >= 0)))
+    assert seen == [("smoke-untrained", 1, 1, True)]
+    assert zoo.missing(["smoke-untrained"], tmp_path, from_scratch=True) == []  # built now, not copied
