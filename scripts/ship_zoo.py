@@ -24,6 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from unlearnbench.cli import print_built
 from unlearnbench.fixtures import zoo
 
 COMPARED = ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
@@ -61,8 +62,7 @@ def main() -> int:
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="ship-zoo-"))
     try:
-        folders = zoo.build_many(zoo.SHIPPED, scratch, from_scratch=True, on_built=lambda name, seconds, done, total:
-                                 print(f"trained {name} in {seconds:.1f} s ({done}/{total})", file=sys.stderr))
+        folders = zoo.build_many(zoo.SHIPPED, scratch, from_scratch=True, on_built=print_built)
         if args.check:
             status = 0
             for name, folder in folders.items():

@@ -45,7 +45,7 @@ def _zoo(args: argparse.Namespace) -> int:
     if args.zoo_command == "build" and args.from_scratch:
         return _zoo_from_scratch(args)
     names = args.names or list(zoo.FAMILY if args.zoo_command == "measure" else zoo.RECIPES)
-    paths = zoo.build_many(names, args.cache_dir, on_built=_print_built)
+    paths = zoo.build_many(names, args.cache_dir, on_built=print_built)
     if args.zoo_command == "measure":
         return _zoo_measure(paths)
     for name, path in paths.items():
@@ -55,7 +55,8 @@ def _zoo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_built(name: str, seconds: float, done: int, total: int) -> None:
+def print_built(name: str, seconds: float, done: int, total: int) -> None:
+    """A zoo build's progress line on stderr (`zoo.build_many`'s `on_built`)."""
     print(f"trained {name} in {seconds:.1f} s ({done}/{total})", file=sys.stderr, flush=True)
 
 
@@ -79,7 +80,7 @@ def _zoo_from_scratch(args: argparse.Namespace) -> int:
     cache = (args.cache_dir or DEFAULT_CACHE_DIR).expanduser()
     scratch = cache / "from-scratch"
     started = time.perf_counter()
-    zoo.build_many(names, scratch, from_scratch=True, on_built=_print_built)
+    zoo.build_many(names, scratch, from_scratch=True, on_built=print_built)
     print(f"trained from scratch in {time.perf_counter() - started:.1f} s: {scratch / 'zoo'}")
     if args.no_compare:
         return 0
