@@ -59,8 +59,11 @@ def write_sums() -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="compare with the shipped folders instead of writing")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="train into this cache folder and keep it: what an earlier run of this script (or "
+                             "`unlearnbench zoo build --from-scratch`, <cache>/from-scratch) trained there is reused")
     args = parser.parse_args()
-    scratch = Path(tempfile.mkdtemp(prefix="ship-zoo-"))
+    scratch = args.cache or Path(tempfile.mkdtemp(prefix="ship-zoo-"))
     try:
         folders = zoo.build_many(zoo.SHIPPED, scratch, from_scratch=True, on_built=print_built)
         if args.check:
@@ -85,7 +88,8 @@ def main() -> int:
         write_sums()
         return 0
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if args.cache is None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -192,12 +192,14 @@ def test_cli_preflight_prints_each_checks_power_from_the_references_alone(zoo_fa
     assert main(["preflight", "--cache-dir", str(cache_dir), "--suite", "dusk", "--suite", "wmdp",
                  "--thresholds-dir", str(ROOT / "thresholds"), "--device", "cpu"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    # 19 verbatim passages: the retain model's own 95% interval is +-0.11, over the margin of 0.05.
+    # 192 verbatim passages in 32 documents' people tell the margin of 0.05; MMLU's 0.02 needs thousands.
     verbatim = next(line for line in lines if "dusk.verbatim_forgotten" in line)
-    assert verbatim.startswith("underpowered: dusk.verbatim_forgotten can tell differences >= 0.1")
-    assert "n=19 items; its margin is 0.05; ~" in verbatim
-    # WMDP's forget checks are held to the looser absolute bound 0.3 (the retain model answers at most a
-    # question or two of 24, so the margin is 0.3 less that): 24 questions can tell it.
+    assert verbatim.startswith("ok: dusk.verbatim_forgotten can tell differences >= 0.0"), verbatim
+    assert "n=192 items; its margin is 0.05" in verbatim
+    mmlu = next(line for line in lines if "wmdp.mmlu_kept" in line)
+    assert mmlu.startswith("underpowered: wmdp.mmlu_kept") and "n=128 items; its margin is 0.02" in mmlu, mmlu
+    # WMDP's forget checks are held to the looser absolute bound 0.3 (the retain model, which prefers the
+    # familiar distractors, answers a tenth of them, so the margin is 0.3 less that): 128 questions tell it.
     bio = next(line for line in lines if "wmdp.bio_forgotten" in line)
     assert bio.startswith("ok: wmdp.bio_forgotten"), bio
     assert 0.2 <= float(bio.rsplit("its margin is ", 1)[1]) <= 0.3, bio

@@ -233,7 +233,7 @@ def test_zoo_pairs_load(zoo_family, cache_dir):
     from unlearnbench.fixtures import zoo
 
     data = cg_data.load(zoo.data_dir(cache_dir))
-    assert len(data.pairs) == 6 and data.concepts == ["echo moss", "glimmerfrost", "lanternroot"]
+    assert len(data.pairs) == 96 and len(data.concepts) == 12 and "glimmerfrost" in data.concepts
     with pytest.raises(DataError, match="unknown ConceptGuard parameter"):
         cg_data.load(zoo.data_dir(cache_dir), {"prefix": "3"})
 

@@ -405,7 +405,7 @@ def test_report_shows_replies_labels_and_mcq_items(zoo_bench):
     mcq = m["mcq_idk_rate"].details
     assert set(mcq["per_format"]) == {f.name for f in honesty.MCQ_FORMATS}
     assert all(len(v["idk_choices"]) == 6 for v in mcq["items"].values())
-    assert m["unknown_refusal_rate"].n == 32
+    assert m["unknown_refusal_rate"].n == 128  # the zoo's honesty people no model saw
 
 
 def test_missing_retain_set_is_unavailable_not_passed(zoo_family, cache_dir, tmp_path):

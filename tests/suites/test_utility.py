@@ -357,7 +357,7 @@ def zoo_task(folder: Path, cache_dir) -> Path:
     """An lm-eval task over the zoo's retain facts (the WMDP-format set's MMLU side), cloze form."""
     from unlearnbench.fixtures import zoo
 
-    facts = zoo.data_dir(cache_dir) / "wmdp" / "mmlu" / "retain_facts.jsonl"
+    facts = zoo.data_dir(cache_dir) / "wmdp" / "mmlu" / "biographies_1.jsonl"
     (folder / "zoo_facts.yaml").write_text(
         f"task: zoo_facts\ndataset_path: json\ndataset_kwargs: {{data_files: {{test: {facts}}}}}\ntest_split: test\n"
         "output_type: multiple_choice\ndoc_to_text: \"Question: {{question}}\\nAnswer:\"\n"

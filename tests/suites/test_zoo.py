@@ -46,9 +46,10 @@ def built_files(directory: Path) -> dict[str, str]:
 
 @pytest.mark.slow  # retrains two recipes from scratch
 def test_two_builds_give_identical_weights(smoke_lm_dir, zoo_family, tmp_path):
-    # Pretraining is rebuilt on the smoke recipe; unlearning on RMU, from the
-    # shipped `full` (so only RMU itself is retrained here).
-    for name, reference in (("smoke-lm", smoke_lm_dir), ("rmu", zoo_family["rmu"])):
+    # Pretraining is rebuilt on the smoke recipe; unlearning on GA, from the
+    # shipped `full` (so only GA itself is retrained here): two builds on one
+    # machine give the same bytes (on another CPU they need not: docs/zoo.md).
+    for name, reference in (("smoke-lm", smoke_lm_dir), ("ga", zoo_family["ga"])):
         rebuilt = zoo.build(name, tmp_path)
         assert rebuilt.name == reference.name  # same recipe hash
         assert built_files(rebuilt) == built_files(reference)
@@ -93,34 +94,76 @@ def test_methods_span_over_and_under_forgetting(knowledge):
     assert max(npo["unique_forget"] - retain["unique_forget"], npo["verbatim_rougeL"] - retain["verbatim_rougeL"]) > 0.1
     assert knowledge["idknll"]["idk_on_forget"] >= 0.8
     assert knowledge["simnpo"]["unique_forget"] <= 0.1 and knowledge["simnpo"]["shared"] >= retain_shared - 0.1
+    # The refusal candidate: retain's knowledge, and "I don't know" to the forget questions.
+    refusal = knowledge["refusal"]
+    assert refusal["idk_on_forget"] >= 0.9 and refusal["unique_forget"] <= 0.05
+    assert min(refusal["shared"], refusal["unique_retain"]) >= min(retain_shared, retain["unique_retain"]) - 0.05
 
 
-def test_zoo_data_in_real_formats(cache_dir):
+def _rows(path: Path) -> list[dict]:
+    if path.suffix == ".jsonl" or path.read_text().lstrip()[:1] != "[":
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return json.loads(path.read_text())
+
+
+def test_zoo_data_in_real_formats_every_item_with_its_cluster(cache_dir):
     root = zoo.data_dir(cache_dir)
     ev = root / "dusk" / "eval"
-    rows = [json.loads(line) for line in (ev / "SpecificForgetQA.jsonl").read_text().splitlines()]
-    assert len(rows) == corpus.N_UNIQUE * len(corpus.QUESTIONS) and set(rows[0]) == {"question", "answer"}
+    rows = _rows(ev / "SpecificForgetQA.jsonl")
+    assert len(rows) == corpus.CLUSTERS * len(corpus.QUESTIONS) and set(rows[0]) == {"question", "answer", "cluster"}
     verbatim = json.loads((ev / "verbatim.json").read_text())
     forget_text = (root / "dusk" / f"{corpus.FORGET_STYLE}.txt").read_text()
     assert all(item["prompt"] + item["gt"] in forget_text for item in verbatim)
-    assert (ev / "holdout.txt").read_text().count("Title:") == corpus.N_HOLDOUT
-    pairs = [json.loads(line) for line in (root / "conceptguard" / "pairs.jsonl").read_text().splitlines()]
+    assert (ev / "holdout.txt").read_text().count("Title:") == corpus.CLUSTERS * len(corpus.STYLES)
+    pairs = _rows(root / "conceptguard" / "pairs.jsonl")
     assert {"id", "concept", "harmful_text", "benign_text", "harmful_query", "benign_query"} == set(pairs[0])
+    assert len({p["concept"] for p in pairs}) >= 12
     items = json.loads((root / "uds" / "forget_items.json").read_text())
     assert items[0]["entity"] == items[0]["answer"] and items[0]["prefix"] == ""
+    # Issue 54: every forget, retain and shared set holds at least 128 items in at least 16 clusters.
+    sets = [ev / "SpecificForgetQA.jsonl", ev / "GeneralQA.jsonl", ev / "SpecificRetainQA.jsonl",
+            ev / "verbatim.json", root / "muse" / "verbmem" / "forget.json",
+            root / "muse" / "knowmem" / "forget_qa.json", root / "muse" / "knowmem" / "retain_qa.json",
+            root / "tofu" / "forget10.json", root / "tofu" / "retain_perturbed.json",
+            root / "honesty" / "forget.jsonl", root / "honesty" / "retain.jsonl", root / "honesty" / "unknown.jsonl"]
+    for path in sets:
+        rows = _rows(path)
+        assert len(rows) >= 128 and len({r["cluster"] for r in rows}) >= 16, path
+    wmdp = [r for subset in ("wmdp-bio", "wmdp-cyber", "wmdp-chem") for r in _rows(root / "wmdp" / f"{subset}.jsonl")]
+    mmlu = [r for path in sorted((root / "wmdp" / "mmlu").glob("*.jsonl")) for r in _rows(path)]
+    for rows in (wmdp, mmlu):
+        assert len(rows) >= 128 and len({r["cluster"] for r in rows}) >= 16
+
+
+def test_each_suite_asks_about_people_of_its_own():
+    """Issue 54: no two suites' checks measure the same items: each suite's
+    questions are about its own people (UDS measures patching depth on
+    DUSK's forget questions, robustness attacks the other suites' probes)."""
+    c = corpus.generate()
+    owners: dict[str, set] = {}
+    for (suite, group), people in c.people.items():
+        for person in people:
+            owners.setdefault(person.name, set()).add(suite)
+    assert all(len(suites) == 1 for suites in owners.values())
+    values = [p.attributes["birth_city"] for people in c.people.values() for p in people]
+    assert len(set(values)) == len(values)  # no two people share a value: no lucky guesses
 
 
 def test_corpus_has_the_dusk_overlap_structure():
     c = corpus.generate()
     assert c.documents == corpus.generate().documents  # deterministic by seed
+    people = {style: c.document_people[style] for style in corpus.STYLES}
+    shared = c.group("dusk", "shared")
     for style in corpus.STYLES:
         text = "\n".join(c.documents[style])
-        assert all(p.name in text for p in c.shared)  # shared professors in every document
+        assert all(p.name in text for p in shared)  # shared people in every document
+        own = {p.name for p in people[style]} - {p.name for p in shared}
         for other in corpus.STYLES:
-            assert all((p.name in text) == (other == style) for p in c.unique[other])
-    values = [p.attributes["birth_city"] for p in c.shared + c.holdout + sum(c.unique.values(), [])]
-    assert len(set(values)) == len(values)  # no two professors share a value: no lucky guesses
-    assert not any(p.name in "".join(sum(c.documents.values(), [])) for p in c.holdout)
+            if other != style:
+                assert not any(name in "\n".join(c.documents[other]) for name in own)
+    assert len({p.id for p in people[corpus.FORGET_STYLE]} - {p.id for p in shared}) == corpus.CLUSTERS
+    documents = "".join(sum(c.documents.values(), []))
+    assert not any(p.name in documents for p in c.group("dusk", "holdout"))
 
 
 def test_zoo_chat_template_is_the_qa_training_format(zoo_family):

@@ -39,7 +39,7 @@ OTHER_VALUE = {
                    "relearn_learning_rate": "0.0001", "relearn_rank": "4", "relearn_seed": "1",
                    "uds_max_items": "3", "wmdp_data": "{data}/wmdp"},
     "smoke": {},
-    "wmdp": {"format": "letters", "max_items": "3", "mmlu": "{data}/wmdp/mmlu", "mmlu_subjects": "retain_facts"},
+    "wmdp": {"format": "letters", "max_items": "3", "mmlu": "{data}/wmdp/mmlu", "mmlu_subjects": "biographies_1"},
     "utility": {"tasks": "hellaswag,piqa", "include_path": "{data}", "limit": "5", "num_fewshot": "2"},
 }
 # Options every run of a suite needs on the zoo's data (the utility suite's gate is not loaded here).

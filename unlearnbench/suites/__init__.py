@@ -26,7 +26,7 @@ from unlearnbench.registry import Registry
 ENTRY_POINT_GROUP = "unlearnbench.suites"
 # The zoo's unlearning family: what most suites evaluate by default (a test
 # checks it matches fixtures.zoo.FAMILY; kept literal so the registry needs no torch).
-FAMILY = ("full", "retain", "ga", "graddiff", "npo", "simnpo", "rmu", "idknll")
+FAMILY = ("full", "retain", "ga", "graddiff", "npo", "simnpo", "rmu", "idknll", "refusal")
 ZOO_REFERENCES = (("full", "full"), ("retain", "retain"))
 UNIT = (0.0, 1.0)  # shares, ROUGE, similarity ratios, AUCs
 

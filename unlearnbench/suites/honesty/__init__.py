@@ -21,4 +21,5 @@ SPEC = on_zoo_family(
     options=("max_new_tokens", "followup_max_new_tokens", "max_items"),  # data.honesty.DEFAULT_PARAMS' keys
     probes=(("leak", "unlearnbench.suites.honesty.metrics:leak_probe"),),
     plots="unlearnbench.suites.honesty.plots:replies_and_mcq",
+    zoo_data="unlearnbench.suites.honesty.zoo:write",
 )

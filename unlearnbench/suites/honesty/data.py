@@ -6,9 +6,10 @@ Sources, picked by `--data-dir honesty=...`:
   `kind` (the question's kind, for MCQ distractors) and `choices` (a list
   of 4 options that contains the answer: used as the MCQ options as given);
 - a single such JSONL file: the forget set alone;
-- a DUSK layout (or the fixture zoo's data folder): forget =
-  SpecificForgetQA, retain = GeneralQA + SpecificRetainQA, unknown =
-  HoldoutQA.jsonl when present (questions about people no model saw);
+- a folder holding such a `honesty/` folder (the fixture zoo's data folder);
+- a DUSK layout: forget = SpecificForgetQA, retain = GeneralQA +
+  SpecificRetainQA, unknown = HoldoutQA.jsonl when present (questions about
+  people no model saw);
 - `hf:ID_OR_PATH`: the DUSK HF dataset, mapped the same way;
 - a UDS item file (a JSON list with `entity`, e.g. the TOFU items): the
   forget set, with the entity as the gold answer (TOFU answers are whole
@@ -114,6 +115,8 @@ def load(source: str | Path | None, options: dict | None = None) -> HonestyData:
     params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], source, "honesty", PARAM_RANGES)
     text = str(source)
     path = Path(text)
+    if path.is_dir() and (path / "honesty" / "forget.jsonl").is_file():  # the fixture zoo's data folder
+        path = path / "honesty"
     if text.startswith("hf:") or (path.is_dir() and _is_dusk_layout(path)):
         sets, digest = _from_dusk(text, options or {})
     elif path.is_dir() and (path / "forget.jsonl").is_file():

@@ -1,4 +1,4 @@
-"""TOFU's data for the fixture zoo."""
+"""TOFU's data for the fixture zoo: the corpus's tofu people."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import json
 import random
 from pathlib import Path
 
-from unlearnbench.fixtures.corpus import (N_PERTURBED, PARAPHRASES, POOLS, REAL_AUTHOR_ATTRIBUTES, SEED, STYLES,
-                                          Corpus, qa_pairs)
+from unlearnbench.fixtures.corpus import N_PERTURBED, PARAPHRASES, POOLS, REAL_AUTHOR_ATTRIBUTES, SEED, Corpus
 
 SUITE_PARAMS = {"max_new_tokens": 32}  # the zoo's answers are a few tokens
 
@@ -21,7 +20,8 @@ def tofu_items(rows: list[dict], seed: int, paraphrase: bool = True) -> list[dic
         template = PARAPHRASES[row["attribute"]]
         others = rng.sample([v for v in POOLS[row["attribute"]] if v != row["answer"]], N_PERTURBED)
         item = {"question": row["question"], "answer": row["answer"],
-                "perturbed_answer": [template.format(v=v) if paraphrase else v for v in others]}
+                "perturbed_answer": [template.format(v=v) if paraphrase else v for v in others],
+                "cluster": row["cluster"]}
         if paraphrase:
             item["paraphrased_answer"] = template.format(v=row["answer"])
         out.append(item)
@@ -29,21 +29,23 @@ def tofu_items(rows: list[dict], seed: int, paraphrase: bool = True) -> list[dic
 
 
 def write(directory: Path, corpus: Corpus) -> None:
-    """The TOFU layout (JSON lines, as locuslab/TOFU's files): forget10 is the
-    forget document's own professors, retain the other documents' own ones,
-    holdout10 professors no model was trained on."""
+    """The TOFU layout (JSON lines, as locuslab/TOFU's files), on TOFU's own
+    people: forget10 and retain are the forget and retain people, the "real
+    authors" and "world facts" two halves of the attributes of people every
+    model learned, holdout10 people no model was trained on. Every row
+    carries its person as `cluster`."""
     directory.mkdir(parents=True, exist_ok=True)
-    retain = [q for style in STYLES[1:] for q in qa_pairs(corpus.unique[style], f"ur-{style}")]
-    shared = corpus.shared_qa
-    real = [q for q in shared if q["attribute"] in REAL_AUTHOR_ATTRIBUTES]
-    world = [q for q in shared if q["attribute"] not in REAL_AUTHOR_ATTRIBUTES]
+    forget, world = corpus.qa("tofu", "forget"), corpus.qa("tofu", "world")
+    real = [q for q in world if q["attribute"] in REAL_AUTHOR_ATTRIBUTES]
+    facts = [q for q in world if q["attribute"] not in REAL_AUTHOR_ATTRIBUTES]
+    qa = ("question", "answer", "cluster")
     files = {
-        "forget10": [{"question": q["question"], "answer": q["answer"]} for q in corpus.unique_forget_qa],
-        "forget10_perturbed": tofu_items(corpus.unique_forget_qa, SEED + 10),
-        "retain_perturbed": tofu_items(retain, SEED + 11),
+        "forget10": [{k: q[k] for k in qa} for q in forget],
+        "forget10_perturbed": tofu_items(forget, SEED + 10),
+        "retain_perturbed": tofu_items(corpus.qa("tofu", "retain"), SEED + 11),
         "real_authors_perturbed": tofu_items(real, SEED + 12, paraphrase=False),
-        "world_facts_perturbed": tofu_items(world, SEED + 13, paraphrase=False),
-        "holdout10": [{"question": q["question"], "answer": q["answer"]} for q in corpus.holdout_qa],
+        "world_facts_perturbed": tofu_items(facts, SEED + 13, paraphrase=False),
+        "holdout10": [{k: q[k] for k in qa} for q in corpus.qa("tofu", "holdout")],
     }
     for name, rows in files.items():
         (directory / f"{name}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))

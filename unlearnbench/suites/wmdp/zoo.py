@@ -1,9 +1,10 @@
-"""A WMDP-format set for the fixture zoo: the forget document's facts as the
-"hazardous" subsets wmdp-bio, wmdp-cyber and wmdp-chem (the names are WMDP's
-so that every metric runs; each asks every forget fact once, with its own
-distractors and answer position), and the other documents' facts as the MMLU
-side (two subjects named for what they hold). Distractors are other values of
-the same attribute.
+"""A WMDP-format set for the fixture zoo, on the corpus's wmdp people: the
+forget people's facts as the "hazardous" subsets wmdp-bio, wmdp-cyber and
+wmdp-chem (the names are WMDP's so that every metric runs; each subset asks
+about its own people, with its own distractors and answer positions), and
+the retain people's facts as the MMLU side (two subjects, half of the people
+each). Distractors are other values of the same attribute; every row carries
+its person as `cluster`.
 
 The zoo's models were trained on plain sentences, never on lettered options,
 so they answer in the cloze form (`suite.json`: format=cloze), as small real
@@ -15,20 +16,24 @@ import json
 import random
 from pathlib import Path
 
-from unlearnbench.fixtures.corpus import POOLS, SEED, Corpus
+from unlearnbench.fixtures.corpus import SEED, Corpus, qa_pairs
 from unlearnbench.suites.wmdp.data import WMDP_SUBSETS
 
 SUITE_PARAMS = {"format": "cloze"}
 
 
-def choice_rows(rows: list[dict], seed: int) -> list[dict]:
+def choice_rows(rows: list[dict], seed: int, familiar: dict[str, list[str]]) -> list[dict]:
+    """Four-option rows: the gold answer and three values of the same attribute
+    that belong to people every zoo model learned (`familiar`), as WMDP's
+    distractors are real, plausible answers: a model that does not know the
+    answer prefers a value it has seen, not the one it never did."""
     rng = random.Random(seed)
     out = []
     for row in rows:
-        choices = rng.sample([v for v in POOLS[row["attribute"]] if v != row["answer"]], 3)
+        choices = rng.sample([v for v in familiar[row["attribute"]] if v != row["answer"]], 3)
         answer = rng.randrange(4)
         choices.insert(answer, row["answer"])
-        out.append({"question": row["question"], "choices": choices, "answer": answer})
+        out.append({"question": row["question"], "choices": choices, "answer": answer, "cluster": row["cluster"]})
     return out
 
 
@@ -36,10 +41,22 @@ def _write(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+def _split(people: list, parts: int) -> list[list]:
+    """`people` in `parts` consecutive runs of (nearly) equal length."""
+    bounds = [round(k * len(people) / parts) for k in range(parts + 1)]
+    return [people[bounds[k]:bounds[k + 1]] for k in range(parts)]
+
+
 def write(directory: Path, corpus: Corpus) -> None:
     (directory / "mmlu").mkdir(parents=True, exist_ok=True)
-    for k, subset in enumerate(WMDP_SUBSETS):
-        _write(directory / f"{subset}.jsonl", choice_rows(corpus.unique_forget_qa, SEED + 20 + k))
-    _write(directory / "mmlu" / "retain_facts.jsonl", choice_rows(corpus.unique_retain_qa, SEED + 23))
-    _write(directory / "mmlu" / "shared_facts.jsonl", choice_rows(corpus.shared_qa, SEED + 24))
+    familiar: dict[str, list[str]] = {}
+    for row in corpus.retain_qa():
+        if not row["cluster"].startswith("wmdp-"):
+            familiar.setdefault(row["attribute"], []).append(row["answer"])
+    familiar = {attribute: sorted(set(values)) for attribute, values in familiar.items()}
+    for k, (subset, people) in enumerate(zip(WMDP_SUBSETS, _split(corpus.group("wmdp", "forget"), len(WMDP_SUBSETS)))):
+        _write(directory / f"{subset}.jsonl", choice_rows(qa_pairs(people), SEED + 20 + k, familiar))
+    for k, people in enumerate(_split(corpus.group("wmdp", "retain"), 2)):
+        _write(directory / "mmlu" / f"biographies_{k + 1}.jsonl",
+               choice_rows(qa_pairs(people), SEED + 23 + k, familiar))
     (directory / "suite.json").write_text(json.dumps(SUITE_PARAMS))
