@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from unlearnbench.models.batching import CPU_LOGITS_BUDGET_BYTES, MAX_AUTO_BATCH, Batcher, pad
+from unlearnbench.models.batching import CPU_LOGITS_BUDGET_BYTES, MAX_CPU_BATCH, Batcher, pad
 
 PAD = 0
 
@@ -50,7 +50,12 @@ def test_pad_right_left_and_behind_a_shared_head():
 def test_batcher_budgets_cpu_logits_and_honours_a_fixed_size():
     # 3 float32 copies of (positions x vocabulary) per row: 100 x 50,000 x 12 bytes = 60 MB -> 17 rows in 1 GiB.
     assert batcher(50_000).size(100, full_vocab_logits=True) == CPU_LOGITS_BUDGET_BYTES // (100 * 50_000 * 12) == 17
-    assert batcher(50_000).size(100, full_vocab_logits=False) == MAX_AUTO_BATCH  # one logit row per sequence
+    assert batcher(50_000).size(100, full_vocab_logits=False) == MAX_CPU_BATCH  # one logit row per sequence
+    # Generation budgets the KV cache: an 8B-shaped model (32 layers x 8 KV heads x 128 x 2 x 4 bytes = 256 KiB a
+    # token) at 600 tokens takes 150 MiB + one logit row a sequence -> 6 rows in 1 GiB.
+    per_row = 600 * 32 * 8 * 128 * 2 * 4 + 128_256 * 12
+    assert batcher(128_256, kv_bytes_per_token=32 * 8 * 128 * 2 * 4).size(600, full_vocab_logits=False) == \
+        CPU_LOGITS_BUDGET_BYTES // per_row == 6
     assert batcher(50_000, fixed_batch_size=3).size(100, full_vocab_logits=True) == 3
     seen = []
     out = batcher(fixed_batch_size=2).map([1, 5, 3], lambda b: seen.append(list(b)) or [f"x{i}" for i in b],
@@ -112,6 +117,22 @@ def test_generator_equals_transformers_generate_with_and_without_a_shared_prefix
     assert generator.generate(head, rests, max_new_tokens=6) == expected
 
 
+@pytest.mark.parametrize("clean_up", [False, True])
+def test_the_stop_check_decodes_as_the_tokenizer_does(tiny_llama, smoke_tokenizer, clean_up):
+    """One batched call to the Rust tokenizer where `decode` is exactly that
+    (no space clean-up), one `decode` a row otherwise: the same strings."""
+    import copy
+
+    from unlearnbench.models.generation import Generator
+
+    tokenizer = copy.deepcopy(smoke_tokenizer)
+    tokenizer.clean_up_tokenization_spaces = clean_up
+    generator = Generator(tiny_llama, tokenizer, batcher(), name="tiny", cache_kwarg=cache_kwarg(tiny_llama),
+                          keeps_logits=True)
+    rows = [tokenizer(t, add_special_tokens=True)["input_ids"] for t in ("Hello , world .", "Question: it isn't", "")]
+    assert generator._decode(rows) == [tokenizer.decode(r, skip_special_tokens=True) for r in rows]
+
+
 def test_patcher_reads_pre_norm_block_outputs_and_a_self_patch_changes_nothing(tiny_llama):
     from unlearnbench.models.patching import Patcher
 
@@ -161,3 +182,11 @@ def test_loader_returns_the_weights_and_names_a_broken_checkpoint(smoke_lm_dir, 
     (broken / "config.json").write_text(json.dumps({**config, "vocab_size": 10}))
     with pytest.raises(CheckpointError, match=r"lm2 \(.*broken\).*tokenizer has \d+ tokens, model embeds only 10"):
         load_weights(str(broken), name="lm2", device="cpu")
+
+
+def test_the_handle_sizes_the_kv_cache_from_the_config(tiny_llama, smoke_tokenizer):
+    """2 layers x 2 KV heads x head dim 8 (32 / 4 heads) x (key + value) x 4 bytes = 256 bytes a token."""
+    from unlearnbench.models.handle import ModelHandle
+
+    handle = ModelHandle(tiny_llama, smoke_tokenizer, name="tiny", source="config", fingerprint="tiny")
+    assert handle.kv_bytes_per_token == 2 * 2 * 8 * 2 * 4 == handle.batcher.kv_bytes_per_token

@@ -1,7 +1,7 @@
 """Batching for the Hugging Face backend: the one padding helper, and the
 `Batcher` that runs work over length-sorted batches with a batch size that
-is fixed, budgeted (CPU: the logits' memory), or halved on a CUDA
-out-of-memory error."""
+is fixed, budgeted (CPU: the logits' and the KV cache's memory), or halved
+on a CUDA out-of-memory error."""
 
 from __future__ import annotations
 
@@ -12,9 +12,13 @@ import torch
 from unlearnbench import cancel
 
 # CPU has no OOM signal we can catch, so auto batching there budgets the
-# float32 logits (+ log-softmax + probabilities) of one batch up front.
+# float32 logits (+ log-softmax + probabilities) and the KV cache of one
+# batch up front.
 CPU_LOGITS_BUDGET_BYTES = 1 << 30
-MAX_AUTO_BATCH = 64
+MAX_AUTO_BATCH = 64  # CUDA's first try
+# On CPU a small model's step costs about the same for 1 row as for hundreds
+# (per-call overhead): the budget, not a fixed cap, limits its batches.
+MAX_CPU_BATCH = 256
 
 
 def pad(sequences: Sequence[Sequence[int]], pad_id: int, *, left: bool = False,
@@ -37,21 +41,27 @@ def pad(sequences: Sequence[Sequence[int]], pad_id: int, *, left: bool = False,
 
 
 class Batcher:
-    """Runs a model's work in batches. `vocab_size` sizes a CPU batch (the
-    logits of every position over the whole vocabulary dominate its memory);
-    on CUDA the size starts at MAX_AUTO_BATCH and halves on out-of-memory,
-    and the smaller size is kept for the rest of the model's life."""
+    """Runs a model's work in batches. On CPU a batch is sized by the memory
+    one row takes: the logits of every position over the whole vocabulary
+    (`vocab_size`), or, when only one logit row per sequence is kept
+    (generation), the KV cache (`kv_bytes_per_token`); at most
+    MAX_CPU_BATCH rows. On CUDA the size starts at MAX_AUTO_BATCH and halves
+    on out-of-memory, and the smaller size is kept for the rest of the
+    model's life."""
 
-    def __init__(self, *, device: torch.device, vocab_size: int, fixed_batch_size: int | None = None):
+    def __init__(self, *, device: torch.device, vocab_size: int, fixed_batch_size: int | None = None,
+                 kv_bytes_per_token: int = 0):
         self.device, self.vocab_size, self.fixed_batch_size = device, vocab_size, fixed_batch_size
-        self.cap = MAX_AUTO_BATCH
+        self.kv_bytes_per_token = kv_bytes_per_token
+        self.cap = MAX_AUTO_BATCH if device.type == "cuda" else MAX_CPU_BATCH
 
     def size(self, seq_len: int, full_vocab_logits: bool) -> int:
         if self.fixed_batch_size:
             return self.fixed_batch_size
         if self.device.type == "cuda":
             return self.cap
-        per_row = seq_len * (self.vocab_size if full_vocab_logits else 1) * 4 * 3
+        logits = seq_len * self.vocab_size * 4 * 3 if full_vocab_logits else self.vocab_size * 4 * 3
+        per_row = logits + seq_len * self.kv_bytes_per_token
         return int(max(1, min(self.cap, CPU_LOGITS_BUDGET_BYTES // max(per_row, 1))))
 
     def map(self, lengths: Sequence[int], run: Callable[[list[int]], list], *, full_vocab_logits: bool,
@@ -65,7 +75,7 @@ class Batcher:
         pos = 0
         while pos < len(order):
             cancel.check()  # Ctrl-C or the checkpoint's deadline: stop between batches
-            size = min(self.size(lengths[order[pos]] + extra, full_vocab_logits), cap or MAX_AUTO_BATCH)
+            size = min(self.size(lengths[order[pos]] + extra, full_vocab_logits), cap or self.cap)
             batch = order[pos : pos + size]
             try:
                 outputs = run(batch)

@@ -88,13 +88,12 @@ class Generator:
         next_position = positions[:, -1] + 1
         for step in range(max_new_tokens):
             tokens = out.logits[:, -1].argmax(-1).to(ids.device)
-            done = []
-            for row, token in zip(alive.tolist(), tokens.tolist()):
+            rows = alive.tolist()
+            for row, token in zip(rows, tokens.tolist()):
                 generated[row].append(token)
-                finished = token in eos or (stops and any(
-                    s in self.tokenizer.decode(generated[row][-self._stop_window(stops):], skip_special_tokens=True)
-                    for s in stops))
-                done.append(finished)
+            tails = self._decode([generated[row][-self._stop_window(stops):] for row in rows]) if stops else []
+            done = [generated[row][-1] in eos or (bool(stops) and any(s in tails[k] for s in stops))
+                    for k, row in enumerate(rows)]
             if all(done) or step == max_new_tokens - 1:
                 break
             if any(done):
@@ -110,6 +109,15 @@ class Generator:
                              **kwargs)
             next_position = next_position + 1
         return generated
+
+    def _decode(self, sequences: list[list[int]]) -> list[str]:
+        """`tokenizer.decode` of each sequence (special tokens skipped): in one
+        call to the Rust tokenizer where that is what `decode` does (a fast
+        tokenizer that cleans up no spaces), else one call each."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is not None and not getattr(self.tokenizer, "clean_up_tokenization_spaces", True):
+            return backend.decode_batch(sequences, skip_special_tokens=True)
+        return [self.tokenizer.decode(s, skip_special_tokens=True) for s in sequences]
 
     @staticmethod
     def _stop_window(stops: tuple[str, ...]) -> int:

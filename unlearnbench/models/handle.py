@@ -72,7 +72,8 @@ class ModelHandle(Tokenization):
         forward = inspect.signature(model.forward).parameters
         cache_kwarg = "cache" if "cache" in forward else "past_key_values"
         keeps_logits = "logits_to_keep" in forward
-        self.batcher = Batcher(device=self.device, vocab_size=self.vocab_size, fixed_batch_size=batch_size)
+        self.batcher = Batcher(device=self.device, vocab_size=self.vocab_size, fixed_batch_size=batch_size,
+                               kv_bytes_per_token=self.kv_bytes_per_token)
         self.scorer = Scorer(model, self.batcher, pad_id=tokenizer.pad_token_id, name=name, keeps_logits=keeps_logits)
         self.generator = Generator(model, tokenizer, self.batcher, name=name, cache_kwarg=cache_kwarg,
                                    keeps_logits=keeps_logits)
@@ -164,6 +165,17 @@ class ModelHandle(Tokenization):
     @property
     def vocab_size(self) -> int:
         return self.model.get_output_embeddings().weight.shape[0]
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """The KV cache's bytes per token of one sequence, from the config
+        (0 where it does not say)."""
+        config = getattr(self.model, "config", None)
+        layers = getattr(config, "num_hidden_layers", 0)
+        heads = getattr(config, "num_attention_heads", 0)
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        head_dim = getattr(config, "head_dim", None) or (getattr(config, "hidden_size", 0) // max(heads, 1))
+        return 2 * layers * kv_heads * head_dim * self.dtype.itemsize
 
     def describe(self) -> dict:
         return {
