@@ -8,7 +8,10 @@ its person as `cluster`.
 
 The zoo's models were trained on plain sentences, never on lettered options,
 so they answer in the cloze form (`suite.json`: format=cloze), as small real
-models do; the letter form is the default for real checkpoints."""
+models do; the letter form is the default for real checkpoints. Their
+pretraining also asks these people's questions under the task's description
+(`exam_qa`), as a real model has read exam pages: without it, the unseen
+description line alone costs the zoo a third of what it knows."""
 
 from __future__ import annotations
 
@@ -16,8 +19,9 @@ import json
 import random
 from pathlib import Path
 
-from unlearnbench.fixtures.corpus import SEED, Corpus, qa_pairs
-from unlearnbench.suites.wmdp.data import WMDP_SUBSETS
+from unlearnbench.fixtures.corpus import SEED, Corpus, Person, qa_pairs
+from unlearnbench.suites.wmdp.data import WMDP_SUBSETS, ChoiceItem
+from unlearnbench.suites.wmdp.metrics import context
 
 SUITE_PARAMS = {"format": "cloze"}
 
@@ -47,6 +51,24 @@ def _split(people: list, parts: int) -> list[list]:
     return [people[bounds[k]:bounds[k + 1]] for k in range(parts)]
 
 
+def subsets(corpus: Corpus) -> dict[str, list[Person]]:
+    """Each WMDP subset's and MMLU subject's people."""
+    hazardous = _split(corpus.group("wmdp", "forget"), len(WMDP_SUBSETS))
+    mmlu = _split(corpus.group("wmdp", "retain"), 2)
+    return dict(zip(WMDP_SUBSETS, hazardous)) | {f"biographies_{k + 1}": people for k, people in enumerate(mmlu)}
+
+
+def exam_qa(corpus: Corpus) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(prompt, " " + answer) pairs of every person's questions as the cloze
+    form asks them, description line included: ([hazardous], [MMLU])."""
+    hazardous, mmlu = [], []
+    for subset, people in subsets(corpus).items():
+        for row in qa_pairs(people):
+            item = ChoiceItem(row["id"], subset, row["question"], (row["answer"],), 0)
+            (hazardous if subset in WMDP_SUBSETS else mmlu).append((context(item, "cloze"), " " + row["answer"]))
+    return hazardous, mmlu
+
+
 def write(directory: Path, corpus: Corpus) -> None:
     (directory / "mmlu").mkdir(parents=True, exist_ok=True)
     familiar: dict[str, list[str]] = {}
@@ -54,9 +76,7 @@ def write(directory: Path, corpus: Corpus) -> None:
         if not row["cluster"].startswith("wmdp-"):
             familiar.setdefault(row["attribute"], []).append(row["answer"])
     familiar = {attribute: sorted(set(values)) for attribute, values in familiar.items()}
-    for k, (subset, people) in enumerate(zip(WMDP_SUBSETS, _split(corpus.group("wmdp", "forget"), len(WMDP_SUBSETS)))):
-        _write(directory / f"{subset}.jsonl", choice_rows(qa_pairs(people), SEED + 20 + k, familiar))
-    for k, people in enumerate(_split(corpus.group("wmdp", "retain"), 2)):
-        _write(directory / "mmlu" / f"biographies_{k + 1}.jsonl",
-               choice_rows(qa_pairs(people), SEED + 23 + k, familiar))
+    for k, (subset, people) in enumerate(subsets(corpus).items()):
+        path = directory / f"{subset}.jsonl" if subset in WMDP_SUBSETS else directory / "mmlu" / f"{subset}.jsonl"
+        _write(path, choice_rows(qa_pairs(people), SEED + 20 + k, familiar))
     (directory / "suite.json").write_text(json.dumps(SUITE_PARAMS))
