@@ -71,8 +71,10 @@ class Generator:
         """Greedy decoding with a KV cache that drops finished rows.
 
         Equivalent to `model.generate(do_sample=False)` with EOS and stop
-        strings, but a row that has finished (short answers usually do) stops
-        costing compute: its KV cache rows are removed from the batch.
+        strings, but rows that have finished (short answers usually do) stop
+        costing compute: once they are a quarter of the batch, their KV cache
+        rows are removed (dropping them one step at a time would copy the
+        whole cache at nearly every step of a large batch).
         `cached` leading positions of `ids` are already in `cache`.
         """
         eos = set(self._eos_ids())
@@ -84,25 +86,26 @@ class Generator:
             kwargs[self.cache_kwarg] = cache
         out = self.model(input_ids=ids[:, cached:], attention_mask=mask, position_ids=positions[:, cached:], **kwargs)
         generated: list[list[int]] = [[] for _ in range(ids.shape[0])]
-        alive = torch.arange(ids.shape[0], device=ids.device)
+        finished: set[int] = set()
+        alive = torch.arange(ids.shape[0], device=ids.device)  # batch row -> prompt
         next_position = positions[:, -1] + 1
         for step in range(max_new_tokens):
             tokens = out.logits[:, -1].argmax(-1).to(ids.device)
             rows = alive.tolist()
-            for row, token in zip(rows, tokens.tolist()):
+            running = [(row, token) for row, token in zip(rows, tokens.tolist()) if row not in finished]
+            for row, token in running:
                 generated[row].append(token)
-            tails = self._decode([generated[row][-self._stop_window(stops):] for row in rows]) if stops else []
-            done = [generated[row][-1] in eos or (bool(stops) and any(s in tails[k] for s in stops))
-                    for k, row in enumerate(rows)]
-            if all(done) or step == max_new_tokens - 1:
+            tails = self._decode([generated[row][-self._stop_window(stops):] for row, _ in running]) if stops else []
+            for k, (row, token) in enumerate(running):
+                if token in eos or (bool(stops) and any(s in tails[k] for s in stops)):
+                    finished.add(row)
+            if len(finished) == len(generated) or step == max_new_tokens - 1:
                 break
-            if any(done):
-                keep = torch.tensor([not d for d in done], device=ids.device)
-                cache = getattr(out, self.cache_kwarg)
+            cache = getattr(out, self.cache_kwarg)
+            if 4 * sum(row in finished for row in rows) >= len(rows):
+                keep = torch.tensor([row not in finished for row in rows], device=ids.device)
                 cache.batch_select_indices(keep.nonzero()[:, 0])
                 alive, tokens, mask, next_position = alive[keep], tokens[keep], mask[keep], next_position[keep]
-            else:
-                cache = getattr(out, self.cache_kwarg)
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
             kwargs[self.cache_kwarg] = cache
             out = self.model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_position[:, None],
