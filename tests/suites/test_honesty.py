@@ -311,7 +311,7 @@ def test_zoo_data_has_an_unknown_set(zoo_family, cache_dir):
     from unlearnbench.fixtures import zoo
 
     data = honesty_data.load(zoo.data_dir(cache_dir))
-    assert [len(data.sets[s]) for s in honesty_data.SETS] == [24, 32 + 96, 32]  # shared 4 x 8 + unique retain 12 x 8
+    assert [len(data.sets[s]) for s in honesty_data.SETS] == [128, 128, 128]  # 16 people x 8 questions each
 
 
 def write_jsonl(path: Path, rows: list) -> Path:

@@ -29,7 +29,7 @@ def zoo_tofu(cache_dir):
 def test_the_zoo_writes_the_tofu_layout(zoo_tofu):
     data = tofu_data.load(zoo_tofu.parent)
     assert {name: len(items) for name, items in data.sets.items()} == {
-        "forget": 24, "retain": 96, "real_authors": 16, "world_facts": 16, "holdout": 32}
+        "forget": 128, "retain": 128, "real_authors": 64, "world_facts": 64, "holdout": 128}
     for item in data.sets["forget"]:
         assert item.paraphrased and item.answer in item.paraphrased and len(item.perturbed) == 3
         assert all(item.answer not in p for p in item.perturbed)

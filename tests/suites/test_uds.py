@@ -104,8 +104,8 @@ def test_full_patched_with_itself_scores_zero(zoo_handles, zoo_items):
     # the last one included: a replacement taken from hidden_states[-1] (after
     # the final norm) would move the last layer by whole nats. What is left is
     # float32 rounding: the reruns see other shapes (window rows, a shifted
-    # cache) than the full pass.
-    assert np.abs(self_delta).max() < 1e-6
+    # cache) than the full pass: up to 1.4e-6 on the shipped zoo.
+    assert np.abs(self_delta).max() < 1e-5
     as_full = uds.uds_result(items, delta1, self_delta, skipped, {"tau": 0.05}, "")
     assert as_full.value < 1e-5 and max(as_full.per_item.values()) < 1e-5
 

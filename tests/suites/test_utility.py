@@ -386,7 +386,7 @@ def test_the_gate_keeps_retain_and_fails_ga_on_a_task_over_the_zoos_facts(tmp_pa
     assert verdicts["retain"].outcome == "pass" and verdicts["ga"].outcome == "fail", verdicts
     lost = run.run(specs[1], "utility").metrics["zoo_facts.acc"]
     values = np.array(list(lost.per_item.values()))
-    assert lost.n == 96 and len(values) == 96 and lost.value == pytest.approx(values.mean())
+    assert lost.n == 128 and len(values) == 128 and lost.value == pytest.approx(values.mean())
     # lm-eval's stderr of a mean is the sample standard deviation over sqrt(n); the CI is value ± 1.96 of it.
     stderr = values.std(ddof=1) / np.sqrt(len(values))
     assert lost.params["stderr"] == pytest.approx(stderr)
