@@ -192,12 +192,12 @@ def test_cli_preflight_prints_each_checks_power_from_the_references_alone(zoo_fa
     assert main(["preflight", "--cache-dir", str(cache_dir), "--suite", "dusk", "--suite", "wmdp",
                  "--thresholds-dir", str(ROOT / "thresholds"), "--device", "cpu"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    # 192 verbatim passages in 32 documents' people tell the margin of 0.05; MMLU's 0.02 needs thousands.
+    # 192 verbatim passages tell the margin of 0.05; 256 MMLU questions tell MMLU's 0.02.
     verbatim = next(line for line in lines if "dusk.verbatim_forgotten" in line)
     assert verbatim.startswith("ok: dusk.verbatim_forgotten can tell differences >= 0.0"), verbatim
     assert "n=192 items; its margin is 0.05" in verbatim
     mmlu = next(line for line in lines if "wmdp.mmlu_kept" in line)
-    assert mmlu.startswith("underpowered: wmdp.mmlu_kept") and "n=128 items; its margin is 0.02" in mmlu, mmlu
+    assert mmlu.startswith("ok: wmdp.mmlu_kept") and "n=256 items; its margin is 0.02" in mmlu, mmlu
     # WMDP's forget checks are held to the looser absolute bound 0.3 (the retain model, which prefers the
     # familiar distractors, answers a tenth of them, so the margin is 0.3 less that): 128 questions tell it.
     bio = next(line for line in lines if "wmdp.bio_forgotten" in line)

@@ -38,7 +38,7 @@ def values(report, checkpoint):
         for name, metric in result["metrics"].items():
             out[f"{suite}.{name}"] = metric.get("value", metric.get("unavailable"))
         for name, verdict in result["checks"].items():
-            out[f"{suite}.{name}"] = (verdict["outcome"], verdict.get("value"))
+            out[f"{suite}.{name}:outcome"], out[f"{suite}.{name}"] = verdict["outcome"], verdict.get("value")
     return out
 
 
@@ -61,7 +61,12 @@ def test_a_nan_checkpoint_in_a_sweep_fails_alone_and_the_report_is_written(proje
                         *zoo_args(cache_dir), suites=suites)
     assert not report["checkpoints"]["ga"]["suites"]["dusk"]["timings"]["from_cache"]
     assert report is not None, sweep.stdout.str()[-3000:]
-    assert values(report, "ga") == values(alone_report, "ga")
+    # The same values, up to float rounding: the run alone may read the references' UDS work from a cache a
+    # process of another thread count wrote (1e-9 apart when measured).
+    swept, alone_values = values(report, "ga"), values(alone_report, "ga")
+    assert swept.keys() == alone_values.keys()
+    for key, value in swept.items():
+        assert value == (pytest.approx(alone_values[key], rel=1e-6) if isinstance(value, float) else alone_values[key])
     nan_checks = [v for s in report["checkpoints"]["nan"]["suites"].values() for v in s["checks"].values()]
     assert nan_checks and all(v["outcome"] == "error" for v in nan_checks)
     assert all("checkpoint nan: non-finite logits (NaN)" in v["reason"] for v in nan_checks)
