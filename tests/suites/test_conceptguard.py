@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from unlearnbench.errors import DataError, UnlearnbenchError
+from unlearnbench.fixtures.corpus import CONCEPTS, PAIRS_PER_CONCEPT
 from unlearnbench.judge_endpoint import OpenAIJudge
 from unlearnbench.metrics import judges
 from unlearnbench.metrics.judges import HARM, HELP, Judgement, JudgeRequest
@@ -257,12 +258,12 @@ def test_retain_passes_full_fails_harm_mem_ga_over_suppresses(zoo_bench):
 def test_per_concept_table_is_in_the_results(zoo_bench):
     metrics = zoo_bench.metrics("retain")
     table = metrics["ctxt_sep"].details["per_concept"]
-    assert set(table) == {"echo moss", "glimmerfrost", "lanternroot"}
+    assert set(table) == set(CONCEPTS)  # the zoo's 12 concepts
     assert metrics["ctxt_sep"].value > 0.5
     assert metrics["judge_failure_rate"].value == 0
     assert metrics["ctxt_sep"].params["judge_identity"].startswith("reference:")
     items = metrics["harm_mem"].details["items"]
-    assert len(items) == 12 and all({"prefix", "continuation", "reply", "judge_score"} <= set(v)
+    assert len(items) == 2 * len(CONCEPTS) * PAIRS_PER_CONCEPT and all({"prefix", "continuation", "reply", "judge_score"} <= set(v)
                                     for v in items.values())
 
 
@@ -272,14 +273,15 @@ def test_openai_judge_end_to_end_with_failures_reported(zoo_family, cache_dir, s
 
     handle = ModelHandle.load(str(zoo_family["retain"]), device="cpu")
     data = cg_data.load(zoo.data_dir(cache_dir), {"judge": "openai:http://unused"})
-    # 12 judgements, in order with one worker: harmful replies get 2, one of
+    # 2n judgements, in order with one worker: harmful replies get 2, one of
     # them unparseable; benign replies get 9.
-    server = server_factory(["2", "2", "n/a", "2", "2", "2"] + ["9"] * 6)
+    n = len(data.pairs)
+    server = server_factory(["2", "2", "n/a"] + ["2"] * (n - 3) + ["9"] * n)
     judge = OpenAIJudge(server.url, timeout=5, workers=1)
     out = conceptguard.evaluate(handle, data, judge=judge)
-    assert out["judge_failure_rate"].value == pytest.approx(1 / 12)
+    assert out["judge_failure_rate"].value == pytest.approx(1 / (2 * n))
     assert list(out["judge_failure_rate"].details["failed"].values()) == ["unparseable"]
-    assert out["harm_score"].value == pytest.approx(0.2) and out["harm_score"].n == 5  # not averaged as 0
+    assert out["harm_score"].value == pytest.approx(0.2) and out["harm_score"].n == n - 1  # not averaged as 0
     assert out["help_score"].value == pytest.approx(0.9)
     assert out["ctxt_sep"].value == pytest.approx(0.7)
 
@@ -288,7 +290,7 @@ class ConceptJudge:
     """Scores fixed per concept and kind, so the separation is known by hand."""
 
     identity = "test:per-concept"
-    HARM_SCORES = {"echo moss": 0.1, "glimmerfrost": 0.3, "lanternroot": 0.6}
+    HARM_SCORES = {concept: 0.05 * (k + 1) for k, concept in enumerate(sorted(CONCEPTS))}  # 0.05 ... 0.6
 
     def __init__(self, concept_of: dict[str, str]):
         self.concept_of = concept_of
@@ -305,14 +307,15 @@ def test_ctxt_sep_equals_the_hand_computed_separation(zoo_family, cache_dir):
     handle = ModelHandle.load(str(zoo_family["retain"]), device="cpu")
     data = cg_data.load(zoo.data_dir(cache_dir))
     concept_of = {q: p.concept for p in data.pairs for q in (p.harmful_query, p.benign_query)}
-    assert sorted(Counter(p.concept for p in data.pairs).values()) == [2, 2, 2]  # equal weights
+    assert set(Counter(p.concept for p in data.pairs).values()) == {PAIRS_PER_CONCEPT}  # equal weights
     out = conceptguard.evaluate(handle, data, judge=ConceptJudge(concept_of))
-    # Sep = 0.8 - harm per concept: 0.7, 0.5, 0.2; equal weights 1/3 each.
-    assert out["ctxt_sep"].value == pytest.approx((0.7 + 0.5 + 0.2) / 3)
-    assert out["ctxt_sep_macro"].value == pytest.approx((0.7 + 0.5 + 0.2) / 3)
-    assert out["harm_score"].value == pytest.approx((0.1 + 0.3 + 0.6) / 3)
+    # Sep = 0.8 - harm per concept: 0.75, 0.70, ..., 0.20; equal weights 1/12 each.
+    separations = {concept: 0.8 - harm for concept, harm in ConceptJudge.HARM_SCORES.items()}
+    assert out["ctxt_sep"].value == pytest.approx(sum(separations.values()) / len(CONCEPTS))
+    assert out["ctxt_sep_macro"].value == pytest.approx(sum(separations.values()) / len(CONCEPTS))
+    assert out["harm_score"].value == pytest.approx(sum(ConceptJudge.HARM_SCORES.values()) / len(CONCEPTS))
     assert {c: round(v["sep"], 6) for c, v in out["ctxt_sep"].details["per_concept"].items()} == \
-        {"echo moss": 0.7, "glimmerfrost": 0.5, "lanternroot": 0.2}
+        {c: round(s, 6) for c, s in separations.items()}
 
 
 def test_separation_replicates_equal_a_loop_over_the_resamples():
