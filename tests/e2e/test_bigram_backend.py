@@ -78,13 +78,13 @@ def test_weight_free_suites_run_on_a_protocol_only_backend(bigram_env, tmp_path,
                          ("muse", "privleak_near_zero")):
         outcomes = {n: report["checkpoints"][n]["suites"][suite]["checks"][check]["outcome"] for n in ("full", "retain")}
         assert outcomes == {"full": "fail", "retain": "pass"}, (suite, check, outcomes)
-    # WMDP-bio: the bigram full model's accuracy is above the bound but 24 questions cannot show it: it leans fail.
-    bio = {n: report["checkpoints"][n]["suites"]["wmdp"]["checks"]["bio_forgotten"] for n in ("full", "retain")}
-    assert bio["retain"]["outcome"] == "pass", bio
-    assert bio["full"]["outcome"] == "fail" or (bio["full"]["outcome"], bio["full"]["lean"]) == ("inconclusive", "fail")
-    # Where the full bigram model is at chance (WMDP-cyber: 0.25) there is nothing to forget: inconclusive.
-    cyber = report["checkpoints"]["retain"]["suites"]["wmdp"]["checks"]["cyber_forgotten"]
-    assert cyber["outcome"] == "inconclusive" and "it holds nothing to forget" in cyber["reason"]
+    # WMDP: the bigram full model is near chance on every subset (its distractors are facts it learned, as
+    # WMDP's are plausible answers), so no forget check fails; on bio it is at chance: nothing to forget.
+    for check in ("bio_forgotten", "cyber_forgotten", "chem_forgotten"):
+        assert {report["checkpoints"][n]["suites"]["wmdp"]["checks"][check]["outcome"] for n in ("full", "retain")} \
+            <= {"inconclusive", "pass"}, check
+    bio = report["checkpoints"]["retain"]["suites"]["wmdp"]["checks"]["bio_forgotten"]
+    assert "it holds nothing to forget" in bio["reason"], bio["reason"]
 
 
 def test_smoke_runs_on_it_too(bigram_env, tmp_path, warm_python):
