@@ -62,7 +62,7 @@ def test_the_zoo_gate_passes_retain_and_fails_full_and_the_collapsing_recipes(zo
     gate = zoo_gate("tofu")
     assert gate.verdicts("retain") == {"forget_quality_like_retain": "pass", "model_utility_kept": "pass"}
     assert gate.verdicts("full")["forget_quality_like_retain"] == "fail"
-    for collapsed in ("ga", "graddiff"):
+    for collapsed in ("ga", "rmu"):  # graddiff, on the zoo's v2 data, damages DUSK's shared facts, not TOFU's
         assert gate.verdicts(collapsed)["model_utility_kept"] == "fail"
     full, retain = gate.metrics("full"), gate.metrics("retain")
     assert full["forget_rouge"].value > 0.9 > 0.2 > retain["forget_rouge"].value
