@@ -316,11 +316,11 @@ class ZooGate:
     """A suite's default gate on the fixture zoo (the zoo's own full and retain
     as references), evaluated through `Bench` as the plugin does."""
 
-    def __init__(self, suite: str, cache_dir):
+    def __init__(self, suite: str, cache_dir, **options: str):
         from unlearnbench.session import Bench, BenchOptions
 
         self.suite = suite
-        self.bench = Bench(BenchOptions(models=[], cache_dir=cache_dir, device="cpu"))
+        self.bench = Bench(BenchOptions(models=[], cache_dir=cache_dir, device="cpu", suite_options={suite: options}))
         self.bench.prepare_suites([suite], {suite: ROOT / "thresholds" / f"{suite}.yaml"})
 
     def _spec(self, name: str):
@@ -341,12 +341,13 @@ class ZooGate:
 
 @pytest.fixture(scope="session")
 def zoo_gate(zoo_family, cache_dir):
-    """zoo_gate(suite) -> ZooGate, one per suite per session."""
-    gates: dict[str, ZooGate] = {}
+    """zoo_gate(suite, **suite options) -> ZooGate, one per suite and options per session."""
+    gates: dict[tuple, ZooGate] = {}
 
-    def get(suite: str) -> ZooGate:
-        if suite not in gates:
-            gates[suite] = ZooGate(suite, cache_dir)
-        return gates[suite]
+    def get(suite: str, **options: str) -> ZooGate:
+        key = (suite, *sorted(options.items()))
+        if key not in gates:
+            gates[key] = ZooGate(suite, cache_dir, **options)
+        return gates[key]
 
     return get

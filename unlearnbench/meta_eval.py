@@ -97,7 +97,7 @@ def faithfulness(values: dict[str, float], labels: Labels) -> dict | None:
                           f"least {MIN_PER_LABEL} per label")
         return out
     rows, columns = bootstrap_indices([len(positives), len(negatives)])
-    out["ci"] = list(percentile_ci(matrix[rows[:, :, None], columns[:, None, :]].mean(axis=(1, 2))))
+    out["ci"] = list(percentile_ci(mia.resampled_means(matrix, rows, columns)))
     return out
 
 

@@ -106,6 +106,16 @@ def test_auc_is_antisymmetric_and_matches_sklearn(a, b):
     assert mia.auc(a, b) == pytest.approx(roc_auc_score(labels, a + b))
 
 
+@settings(max_examples=50, deadline=None)
+@given(floats, floats, st.integers(0, 2**32 - 1))
+def test_a_resampled_auc_is_the_indexed_submatrix_mean_bit_for_bit(a, b, seed):
+    matrix = mia.comparison_matrix(a, b)
+    rng = np.random.default_rng(seed)
+    rows, cols = rng.integers(0, len(a), (30, len(a))), rng.integers(0, len(b), (30, len(b)))
+    naive = [matrix[np.ix_(r, c)].mean() for r, c in zip(rows, cols)]
+    assert mia.resampled_means(matrix, rows, cols).tolist() == naive
+
+
 def test_pl_and_rd_formulas_and_sign():
     assert mia.privacy_leakage(0.3, 0.5) == pytest.approx(-40.0)  # under-unlearning: forget looks seen
     assert mia.privacy_leakage(0.6, 0.5) == pytest.approx(20.0)  # over-unlearning

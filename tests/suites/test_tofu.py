@@ -66,7 +66,16 @@ def test_the_zoo_gate_passes_retain_and_fails_full_and_the_collapsing_recipes(zo
         assert gate.verdicts(collapsed)["model_utility_kept"] == "fail"
     full, retain = gate.metrics("full"), gate.metrics("retain")
     assert full["forget_rouge"].value > 0.9 > 0.2 > retain["forget_rouge"].value
-    assert full["forget_quality"].value < 0.01 and full["privleak"].value < -50
+    assert full["forget_quality"].value < 0.01
+    # The zoo's full model is near-certain of every token it trained on, and
+    # Min-K%++ (privleak's default score) normalises a token's log-prob by the
+    # spread of the distribution it came from: at p ~ 1 the spread is ~0 and
+    # the z-score ~0, so memorised answers do not score above never-seen ones
+    # (measured: AUC(forget vs holdout) 0.43 under Min-K%++, 0.82 under loss).
+    # Under loss, full's leak is what it is: PrivLeak far below 0.
+    by_loss = zoo_gate("tofu", privleak_score="loss")
+    assert by_loss.metrics("full")["privleak"].value < -50
+    assert abs(by_loss.metrics("retain")["privleak"].value) < 1e-9
 
 
 # ------------------------------------------------------------ naive reference

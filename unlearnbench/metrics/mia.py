@@ -103,6 +103,21 @@ def comparison_matrix(a, b) -> np.ndarray:
     return (a > b) + 0.5 * (a == b)
 
 
+def resampled_means(matrix: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """matrix[np.ix_(rows[k], cols[k])].mean() for every draw k, without
+    building any resampled matrix: a draw's mean is its row counts @ matrix @
+    its column counts over n x m. With a comparison matrix (entries 0, 1/2, 1)
+    and integer counts every partial sum is exact in float64, so the result
+    is bit for bit the indexed mean."""
+    def counts(index: np.ndarray, size: int) -> np.ndarray:
+        draws = index.shape[0]
+        flat = (index + size * np.arange(draws)[:, None]).ravel()
+        return np.bincount(flat, minlength=draws * size).reshape(draws, size).astype(np.float64)
+
+    row_counts, col_counts = counts(rows, matrix.shape[0]), counts(cols, matrix.shape[1])
+    return ((row_counts @ matrix) * col_counts).sum(axis=1) / (rows.shape[1] * cols.shape[1])
+
+
 def auc(a, b) -> float:
     """P(a chunk of A scores higher than a chunk of B), ties counting 1/2."""
     return float(comparison_matrix(a, b).mean())
@@ -129,14 +144,11 @@ def bootstrap_pl_rd(model: dict, retain: dict, score: str, resamples: int = BOOT
     hf_r = comparison_matrix(retain["holdout"][score], retain["forget"][score])
     rh_m = comparison_matrix(model["retain"][score], model["holdout"][score])
     rh_r = comparison_matrix(retain["retain"][score], retain["holdout"][score])
-    pl, rd = [], []
-    for h, f, r in zip(*bootstrap_indices([hf_m.shape[0], hf_m.shape[1], rh_m.shape[0]], resamples)):
-        h_r = hf_r[np.ix_(h, f)].mean()
-        a_r = rh_r[np.ix_(r, h)].mean()
-        if h_r > 0:
-            pl.append(privacy_leakage(hf_m[np.ix_(h, f)].mean(), h_r))
-        if a_r > 0:
-            rd.append(retain_deviation(rh_m[np.ix_(r, h)].mean(), a_r))
+    h, f, r = bootstrap_indices([hf_m.shape[0], hf_m.shape[1], rh_m.shape[0]], resamples)
+    h_m, h_r = resampled_means(hf_m, h, f).tolist(), resampled_means(hf_r, h, f).tolist()
+    a_m, a_r = resampled_means(rh_m, r, h).tolist(), resampled_means(rh_r, r, h).tolist()
+    pl = [privacy_leakage(m, ret) for m, ret in zip(h_m, h_r) if ret > 0]
+    rd = [retain_deviation(m, ret) for m, ret in zip(a_m, a_r) if ret > 0]
     return pl, [abs(v) for v in pl], rd, {"pl": resamples - len(pl), "rd": resamples - len(rd)}
 
 
@@ -203,4 +215,4 @@ def membership_metrics(own: dict, retain: dict | None, params: dict, score: str 
 def _auc_replicates(own: dict, score: str) -> list[float]:
     matrix = comparison_matrix(own["holdout"][score], own["forget"][score])
     holdout, forget = bootstrap_indices(matrix.shape)
-    return [float(matrix[np.ix_(h, f)].mean()) for h, f in zip(holdout, forget)]
+    return resampled_means(matrix, holdout, forget).tolist()
