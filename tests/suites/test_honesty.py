@@ -372,7 +372,9 @@ def test_idknll_refuses_and_does_not_leak_but_its_refusal_is_a_trained_phrase(zo
     assert v["refusal_survives_followup"] == v["mcq_idk_beyond_position"] == "fail"
     m = zoo_bench.metrics("idknll")
     assert m["forget_refusal_rate"].value == 1.0 and m["followup_consistency"].value < 0.5
-    assert m["first_token_entropy"].value < zoo_bench.metrics("full")["first_token_entropy"].value
+    # Its refusal starts as confidently as full's answers (0.14 nats on the
+    # zoo), where retain, which never saw the facts, is unsure (1.1 nats).
+    assert m["first_token_entropy"].value < zoo_bench.metrics("retain")["first_token_entropy"].value / 4
 
 
 def test_full_leaks(zoo_bench):
