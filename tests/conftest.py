@@ -49,21 +49,25 @@ SHARED_DATA = SHARED / "data"
 # Modules whose tests must share one xdist worker: an expensive module fixture
 # (the browser test's whole zoo run, lm-eval's HF run in the utility tests) is otherwise built once per worker, and a
 # worker waiting on the other's machine-wide Ray lock does nothing meanwhile.
+# Modules of one unit run on one worker in collection order: the site's runs of
+# the zoo's suites come after the browser test's whole zoo run and read its
+# results from the session's cache instead of computing them again.
 # (xdist's own xdist_group marks do not take effect with pytest 9.2:
 # unlearnbench/scheduling.py.)
-ONE_WORKER_MODULES = ("tests/e2e/test_html_browser.py", "tests/e2e/test_site.py", "tests/e2e/test_ray_sweep.py", "tests/suites/test_utility.py")
+ONE_WORKER_UNITS = {"tests/e2e/test_html_browser.py": "zoo-main-job", "tests/e2e/test_site.py": "zoo-main-job",
+                    "tests/e2e/test_ray_sweep.py": "ray", "tests/suites/test_utility.py": "lm-eval"}
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_xdist_make_scheduler(config, log):
     """`pytest tests -n 2`: unlearnbench's scheduler (a checkpoint's tests on one
-    worker), with each of the ONE_WORKER_MODULES one unit of work too."""
+    worker), with each of the ONE_WORKER_UNITS one unit of work too."""
     from unlearnbench.scheduling import CheckpointScheduling
 
     class ModuleUnits(CheckpointScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return module if module in ONE_WORKER_MODULES else super()._split_scope(nodeid)
+            return ONE_WORKER_UNITS.get(module) or super()._split_scope(nodeid)
 
     scheduler = yield
     if isinstance(scheduler, CheckpointScheduling):
