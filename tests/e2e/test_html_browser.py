@@ -235,10 +235,11 @@ def test_the_zoo_run_decides_only_what_its_intervals_show_and_another_seed_chang
 
 def test_the_zoo_run_decides_and_separates_and_no_two_suites_measure_the_same_items(zoo_report):
     """Issue 54 on the README's main job: at least 90% of verdicts decided
-    (260 of 281 when measured); retain passes and full fails every check of
+    (259 of 281 when measured); retain passes and full fails every check of
     forget knowledge, decided; the refusal candidate fails no check of any
-    suite and ranks first (three of its checks are still undecided: the
-    issue's "a candidate that passes, decided" is not met yet); no two checks of
+    suite and ranks first (two of its checks, both membership signals, are
+    still undecided: the issue's "a candidate that passes, decided" is not
+    met yet); no two checks of
     different suites return the same per-item values (a vector of one
     repeated value, such as a model that answers nothing, says nothing about
     shared items). Robustness re-asks other suites' probes after an attack by
@@ -264,7 +265,7 @@ def test_the_zoo_run_decides_and_separates_and_no_two_suites_measure_the_same_it
     refusal = forget_checks("refusal")
     assert behaviour <= set(refusal) and set(refusal.values()) <= {"pass", "inconclusive"}, refusal
     verdict = report["assessment"]["verdicts"]["refusal"]
-    assert verdict["failed"] == 0 and verdict["inconclusive"] <= 3 and verdict["judged"] >= 28, verdict["summary"]
+    assert verdict["failed"] == 0 and verdict["inconclusive"] <= 2 and verdict["judged"] >= 28, verdict["summary"]
     assert set(verdict["suites"]) == set(report["checkpoints"]["full"]["suites"]) | {"robustness"}
     assert report["assessment"]["ranking"]["rows"][0]["checkpoint"] == "refusal"
     for name, checkpoint in report["checkpoints"].items():
