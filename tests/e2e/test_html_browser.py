@@ -275,8 +275,8 @@ def test_the_zoo_run_decides_and_separates_and_no_two_suites_measure_the_same_it
     membership = {"muse.privleak_near_zero", "dusk.privacy_leakage_near_zero"}
     assert behaviour <= set(refusal) and set(refusal.values()) <= {"pass", "inconclusive"}, refusal
     assert {check for check, outcome in refusal.items() if outcome == "inconclusive"} <= membership, refusal
-    undecided = [v for suite, result in report["checkpoints"]["refusal"]["suites"].items()
-                 for check, v in result["checks"].items() if v["outcome"] == "inconclusive"]
+    undecided = [v for result in report["checkpoints"]["refusal"]["suites"].values()
+                 for v in result["checks"].values() if v["outcome"] == "inconclusive"]
     assert all(v.get("lean") == "pass" for v in undecided), undecided
     verdict = report["assessment"]["verdicts"]["refusal"]
     assert verdict["failed"] == 0 and verdict["inconclusive"] <= 2 and verdict["judged"] >= 28, verdict["summary"]
