@@ -197,13 +197,19 @@ def test_privacy_leakage_with_a_retain_auc_of_zero_is_unavailable_not_a_crash():
     # RD is still defined: AUC_m(retain, holdout) = (0 + 0 + 1 + 1/2) / 4, AUC_r = 1.
     assert out["retain_deviation"].value == pytest.approx(abs(0.375 - 1.0) / 1.0 * 100)
 
-    # Two holdout chunks, one below the forget chunk: a resample drops out
-    # when it draws the low one twice, P = 1/4 (binomial over the resamples: mean R/4, sd sqrt(R 3/16)).
+    # Two holdout chunks, one below the forget chunk: the retain model's AUC
+    # is 0 in a resample that draws the low one twice, P = 1/4 (binomial over
+    # the resamples: mean R/4, sd sqrt(R 3/16)). Such a resample is kept as an
+    # unbounded leak (PL = +inf: the model's AUC is above 0), not dropped:
+    # dropping it would trim the interval's upper tail, against a pass.
     sometimes = scores([0.5], [0.1, 0.9], [0.3, 0.6])
     pl = dusk.membership_metrics(model, sometimes, {})["privacy_leakage"]
-    dropped = pl.details["bootstrap_resamples_dropped"]
+    unbounded = pl.details["bootstrap_resamples_unbounded"]
     expected, sd = BOOTSTRAP_RESAMPLES / 4, (BOOTSTRAP_RESAMPLES * 3 / 16) ** 0.5
-    assert expected - 5 * sd < dropped < expected + 5 * sd
+    assert expected - 5 * sd < unbounded < expected + 5 * sd
+    assert len(pl.replicates) == BOOTSTRAP_RESAMPLES
+    assert sum(r == math.inf for r in pl.replicates) == unbounded
+    assert pl.ci[1] == math.inf  # a quarter of the resamples are unbounded: so is the 97.5th percentile
 
 
 # ------------------------------------------------------------------ data

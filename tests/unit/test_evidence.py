@@ -168,3 +168,25 @@ def test_the_preflight_needs_as_many_items_as_an_underpowered_verdict_would():
     assert check.judge({"m": scores([0] * 24)}).n_needed == 73
     assert check.power({"retain": {"m": scores([0] * 80)}})["underpowered"] is False
     assert check.power({"retain": {"m": scores([1] * 24)}}) is None  # the reference fails it itself
+
+
+def test_a_bootstrap_p_value_is_never_zero_it_is_below_one_over_the_resamples():
+    # Every one of the 5,000 resampled means lies far above the bound: the
+    # bootstrap cannot tell a p-value smaller than 1/B, so it reports 1/B (shown
+    # as "< 1/B"), never 0.
+    estimate = value_estimate(scores(np.linspace(0.8, 0.9, 40)))
+    p = estimate.p_value(0.1)
+    assert p == pytest.approx(1 / BOOTSTRAP_RESAMPLES)
+    assert estimate.p_floor == pytest.approx(1 / BOOTSTRAP_RESAMPLES)
+
+
+def test_a_relative_bound_is_the_margin_itself_not_a_rounded_difference():
+    # (0.55 - 0.05) - 0.55 is -0.050000000000000044 in floating point: the
+    # difference is held to -margin exactly.
+    candidate, retain = scores([0.5, 0.6] * 10), scores([0.55, 0.55] * 10)
+    verdict = kept(0.05).judge({"m": candidate}, {"m": retain})
+    assert verdict.difference == pytest.approx(-0.05)
+    assert "held to >= -0.05" in verdict.reason
+    assert verdict.bound - verdict.reference_value != -0.05  # what the old arithmetic decided against
+    from unlearnbench.thresholds import relative_threshold
+    assert relative_threshold(kept(0.05)) == -0.05
