@@ -311,7 +311,8 @@ def _thresholds(args: argparse.Namespace) -> int:
     suite = args.suite or args.file.stem
     if suite not in SUITES:
         raise UnlearnbenchError(f"unknown suite '{suite}' (known: {', '.join(SUITES)})")
-    checks = load_suite_thresholds(args.file, suite, SUITES[suite].known_metrics, SUITES[suite].scale_of)
+    checks = load_suite_thresholds(args.file, suite, SUITES[suite].known_metrics, SUITES[suite].scale_of,
+                                   SUITES[suite].kind_of)
     print(f"{args.file}: {len(checks)} valid checks for suite {suite}")
     return 0
 

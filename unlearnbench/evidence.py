@@ -1,65 +1,92 @@
 """The quantity a check decides on, its interval at any level, and what
-follows from it: a p-value, Holm's correction, the items a decision needs
-(docs/verdicts.md).
+follows from it: a p-value, Holm's correction, the smallest effect and the
+items a decision needs at a given power (docs/verdicts.md).
 
-An absolute check decides on the checkpoint's value; a relative one on the
-difference checkpoint - reference over the same items:
+The interval's family follows the metric's declared kind (`rule.METRIC_KINDS`, from the
+suite registry), never the values a checkpoint happened to score, and every
+interval over items counts their clusters (a person, a document, a concept:
+`MetricResult.clusters`; without them each item is its own cluster):
 
-- both values means of per-item scores over the same items: paired. 0/1
-  scores get Newcombe's interval for a paired difference of proportions
-  (built on Wilson's, so it keeps its width at 0/n and n/n); other scores the
-  percentile bootstrap of the per-item differences;
-- both set-level values with bootstrap replicates over the same items
-  (`MetricResult.replicates`; replicate k of each resampled the same items):
-  the percentile interval of the replicates' differences;
-- otherwise the two values' own intervals combined (MOVER: Zou & Donner's
-  square-and-add), as if the models had answered different items.
+- binary (0/1 items): Wilson's interval on the effective sample size
+  (Korn & Graubard: n over the design effect, and scaled by (z / t(G-1))^2
+  when items share clusters); a paired difference as a bounded one on
+  [-1, 1] (Newcombe's paired interval, method 10, undercovers when the
+  discordant pairs all go one way: 9.5% false passes at n = 24 against 2.5%,
+  benchmarks/calibration.py);
+- bounded (items on the declared scale): a studentized interval with
+  cluster-robust (CR1) standard errors and t(G-1) critical values, computed
+  with a pseudo-item of half an item's weight at each end of the scale (of
+  the difference's scale, for a paired difference), so that all-equal or
+  sparse scores keep a width the scale allows (the Agresti-Coull idea for
+  bounded means);
+- unbounded: the same studentized interval, without pseudo-items;
+- set-level (an AUC, a KS statistic, a spread: `MetricResult.replicates`):
+  the percentile interval of the bootstrap replicates, of their paired
+  differences for a relative check.
 
-A value alone: Wilson's interval for a share of 0/1 items, the percentile
-bootstrap for another mean or a set-level value with replicates, the
-metric's reported 95% CI where there is nothing to remake it from (lm-eval's
-stderr interval), and none for a value that has no interval of its own (it
-is then decided on its point, and the verdict says so).
-
-Every bootstrap draws from `metrics.core.bootstrap_indices`, seeded by the
-run's `--seed`, so the intervals here reproduce the metrics' own 95% CIs at
-alpha = 0.05.
+Two values that share no items are compared by MOVER (Zou & Donner's
+square-and-add) from their own intervals. A value with nothing to remake an
+interval from keeps its reported 95% CI (lm-eval's stderr interval), or has
+none, and is not decided. `benchmarks/calibration.py` measures the false-pass
+and false-fail rates of each family.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from unlearnbench.metrics.core import MetricResult, bootstrap_means, is_share, percentile_ci, wilson_ci
-from unlearnbench.rule import DEFAULT_ALPHA
+from unlearnbench.metrics.core import MetricResult, percentile_ci
+from unlearnbench.rule import DEFAULT_ALPHA, DEFAULT_POWER
 
+# The smallest p-value an interval found by bisection tells apart from 0.
+P_RESOLUTION = 1e-12
+# The weight of each of the two pseudo-items at the ends of a paired
+# difference's scale: one item each. Half an item each (Agresti & Min's half
+# pair per cell) passes 11% of checkpoints on the bound where all discordant
+# pairs go one way at n = 24 (benchmarks/calibration.py, docs/verdicts.md).
+PSEUDO_WEIGHT = 1.0
 
 
 @dataclass(frozen=True)
 class Estimate:
     """A decision quantity: its point value, its item count, how its interval
     is made (`method`) and the interval at any level (None: it has none).
-    `interval_at_size(alpha, n)`, where given, is the interval the same
-    observed shares would have at n items (Wilson, Newcombe): what `needed`
-    solves exactly; other intervals shrink as 1/sqrt(n)."""
+    `clusters` (G) and `n_effective` (n over the design effect) say how much
+    independent evidence the n items hold. `interval_at_size(alpha, n)`, where
+    given, is the interval the same observed shares would have at n items
+    (Wilson, Newcombe): what `needed` solves exactly; other intervals shrink
+    as 1/sqrt(n). `p_floor` is the smallest p-value the interval can tell:
+    1/B for B bootstrap replicates."""
 
     value: float
     n: int
     method: str
     interval_at: Callable[[float], tuple[float, float]] | None
     interval_at_size: Callable[[float, float], tuple[float, float]] | None = None
+    clusters: int | None = None
+    n_effective: float | None = None
+    p_floor: float = P_RESOLUTION
 
     def interval(self, alpha: float) -> tuple[float, float] | None:
         return self.interval_at(alpha) if self.interval_at else None
 
-    def needed(self, threshold: float, alpha: float) -> int | None:
-        """About how many items would put the interval wholly on the point's
-        side of `threshold` (None: the point sits on it, or no interval)."""
-        interval = self.interval(alpha)
+    def mde(self, alpha: float, power: float = DEFAULT_POWER) -> float | None:
+        """The smallest distance from the bound that this n tells with
+        probability `power` at level alpha: the longer of the interval's two
+        arms at the level whose critical value is z(1 - alpha/2) + z(power)."""
+        interval = self.interval(powered_alpha(alpha, power))
+        return max(self.value - interval[0], interval[1] - self.value) if interval else None
+
+    def needed(self, threshold: float, alpha: float, power: float = DEFAULT_POWER) -> int | None:
+        """About how many items would decide the point's side of `threshold`
+        with probability `power` (None: the point sits on it, or no interval):
+        the n at which the interval at the powered level clears the bound."""
+        level = powered_alpha(alpha, power)
+        interval = self.interval(level)
         if interval is None or self.value == threshold:
             return None
         if self.interval_at_size is None:
@@ -67,7 +94,7 @@ class Estimate:
             return items_needed(self.n, abs(self.value - edge), abs(self.value - threshold))
 
         def clear(size: float) -> bool:
-            low, high = self.interval_at_size(alpha, size)
+            low, high = self.interval_at_size(level, size)
             return low > threshold if self.value > threshold else high < threshold
 
         high = self.n + 1
@@ -84,19 +111,29 @@ class Estimate:
     def p_value(self, bound: float) -> float | None:
         """The smallest alpha whose (1 - alpha) interval excludes `bound`: the
         two-sided p-value of 'the quantity equals the bound', by inverting the
-        interval (bisection; intervals shrink as alpha grows). None without an
-        interval."""
+        interval (bisection; intervals shrink as alpha grows), never below
+        `p_floor` (a bootstrap of B replicates tells no p-value under 1/B). None
+        without an interval."""
         if self.interval_at is None:
             return None
         if _inside(self.interval_at(1.0 - 1e-9), bound):
             return 1.0
-        if not _inside(self.interval_at(1e-12), bound):
-            return 0.0
-        low, high = 1e-12, 1.0 - 1e-9  # bound inside at `low`, outside at `high`
+        if not _inside(self.interval_at(self.p_floor), bound):
+            return self.p_floor
+        low, high = self.p_floor, 1.0 - 1e-9  # bound inside at `low`, outside at `high`
         for _ in range(50):
             mid = (low + high) / 2
             low, high = (mid, high) if _inside(self.interval_at(mid), bound) else (low, mid)
         return high
+
+
+def powered_alpha(alpha: float, power: float) -> float:
+    """The level whose two-sided critical value is z(1 - alpha/2) + z(power):
+    an interval at it touches the bound where a true value that far from the
+    bound is decided with probability `power`."""
+    from scipy.stats import norm
+
+    return float(2 * norm.sf(norm.isf(alpha / 2) + norm.ppf(power)))
 
 
 def _inside(interval: tuple[float, float], x: float) -> bool:
@@ -112,23 +149,146 @@ def _mean_scores(result: MetricResult) -> np.ndarray | None:
     return scores
 
 
-def value_estimate(result: MetricResult) -> Estimate:
-    """The value of one checkpoint, with the interval docs/verdicts.md names for it."""
+def cluster_codes(result: MetricResult) -> np.ndarray:
+    """One integer per item (in `per_item` order) naming its cluster; an item
+    without a cluster is its own."""
+    clusters = result.clusters or {}
+    names = [clusters.get(item, f"\0{item}") for item in result.per_item]
+    _, codes = np.unique(np.asarray(names, dtype=object).astype(str), return_inverse=True)
+    return codes
+
+
+def cluster_robust_se(values: np.ndarray, codes: np.ndarray,
+                      weights: np.ndarray | None = None) -> tuple[float, int, float]:
+    """(standard error of the (weighted) mean, G, design effect) of `values` in
+    clusters `codes`: the CR1 sandwich estimator (G/(G-1) times the sum over
+    clusters of the squared sum of weighted residuals, over the total weight
+    squared), statsmodels' cluster-robust covariance of an intercept-only
+    regression. The design effect is the sum of squared cluster sums of
+    residuals over the sum of squared residuals (1 when every item is its own
+    cluster, or when there is no spread)."""
+    weights = np.ones(values.size) if weights is None else weights
+    total = float(weights.sum())
+    residuals = weights * (values - float((weights * values).sum()) / total)
+    sums = np.bincount(codes, weights=residuals)
+    groups = int(sums.size)
+    if groups < 2:
+        return math.nan, groups, math.nan
+    squares = float(np.square(residuals).sum())
+    between = float(np.square(sums).sum())
+    variance = groups / (groups - 1) * between / total**2
+    return math.sqrt(variance), groups, (between / squares if squares > 0 else 1.0)
+
+
+def _t_critical(alpha: float, groups: int) -> float:
+    from scipy.stats import t
+
+    return float(t.isf(alpha / 2, groups - 1))
+
+
+def studentized(values: np.ndarray, codes: np.ndarray, scale: tuple[float, float] | None,
+                method: str) -> Estimate | None:
+    """The mean of `values` with its cluster-robust t(G-1) interval; with a
+    `scale`, computed with a pseudo-item of weight PSEUDO_WEIGHT (its own
+    cluster) at each end of the scale, and kept within it (module doc). None
+    with fewer than 2 clusters."""
+    observed = float(values.mean())
+    groups = int(codes.max()) + 1 if codes.size else 0
+    if groups < 2:
+        return None
+    se, _, deff = cluster_robust_se(values, codes)
+    center = observed
+    if scale is not None:
+        augmented = np.concatenate([values, scale])
+        weights = np.concatenate([np.ones(values.size), [PSEUDO_WEIGHT, PSEUDO_WEIGHT]])
+        center = float((weights * augmented).sum() / weights.sum())
+        se = cluster_robust_se(augmented, np.concatenate([codes, [groups, groups + 1]]), weights)[0]
+
+    def interval(alpha: float) -> tuple[float, float]:
+        half = _t_critical(alpha, groups) * se
+        low, high = center - half, center + half
+        if scale is not None:
+            low, high = max(scale[0], low), min(scale[1], high)
+        return low, high
+
+    return Estimate(observed, int(values.size), method, interval, clusters=groups,
+                    n_effective=values.size / max(deff, 1.0))
+
+
+def wilson_effective(values: np.ndarray, codes: np.ndarray, scale: tuple[float, float], binary: bool) -> Estimate:
+    """The mean of items on `scale` with Wilson's interval on its effective
+    sample size (module doc): n_eff = m (1 - m) n^2 / (sum over clusters of the
+    squared sum of residuals), the mean m on the unit scale. For 0/1 items this
+    is n over the design effect (Korn & Graubard), never above n; for bounded
+    items it is the quasi-binomial n (items that vary less than 0/1 items of
+    the same mean are worth more), and n when every item sits at one end. With
+    shared clusters the degrees of freedom are G - 1: n_eff is scaled by
+    (z / t(G-1))^2. No interval when all items are in one cluster."""
+    low_end, high_end = scale
+    width = high_end - low_end
+    unit = (values - low_end) / width
+    n, share = unit.size, float(unit.mean())
+    groups = int(codes.max()) + 1
+    if groups < 2 and n > 1:
+        return Estimate(float(values.mean()), n, "none (one cluster)", None, clusters=1)
+    between = float(np.square(np.bincount(codes, weights=unit - share)).sum())
+    spread = share * (1 - share) * n**2
+    if spread == 0:  # every item at one end of the scale: as many as 0/1 items
+        effective = float(n)
+    elif between == 0:  # no spread at all inside the scale: nothing to tell chance from effect by
+        effective = math.inf
+    else:
+        effective = spread / between
+        if binary:
+            effective = min(effective, float(n))  # a design effect below 1 is taken as 1 (Korn & Graubard)
+
+    def at_size(alpha: float, size: float) -> tuple[float, float]:
+        size_eff = effective * size / n
+        if math.isinf(size_eff):
+            point = low_end + share * width
+            return point, point
+        if groups < n or not binary:  # t(G-1) in place of z: shared clusters, or a variance estimated from the items
+            size_eff *= (_z(alpha) / _t_critical(alpha, max(2, round(groups * size / n)))) ** 2
+        low, high = _wilson(share * size_eff, size_eff, alpha)
+        return low_end + low * width, low_end + high * width
+
+    method = ("wilson" if binary else "wilson-quasibinomial") + ("-clustered" if groups < n else "")
+    return Estimate(float(values.mean()), n, method, lambda a: at_size(a, n), at_size, clusters=groups,
+                    n_effective=effective)
+
+
+def _z(alpha: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.isf(alpha / 2))
+
+
+def value_estimate(result: MetricResult, kind: str = "unbounded",
+                   scale: tuple[float, float] | None = None) -> Estimate:
+    """The value of one checkpoint, with the interval its metric's `kind` takes (module doc)."""
     scores = _mean_scores(result)
-    if scores is not None and is_share(scores):
-        share = float(scores.mean())
-        return Estimate(result.value, result.n, "wilson", lambda a: wilson_ci(scores, a),
-                        lambda a, size: _wilson(share * size, size, a))
-    if scores is not None:
-        means = bootstrap_means(scores)
-        return Estimate(result.value, result.n, "bootstrap-percentile", lambda a: percentile_ci(means, a))
+    if scores is not None and kind != "set":
+        codes = cluster_codes(result)
+        if kind == "binary":
+            _require_binary(result, scores)
+            return wilson_effective(scores, codes, (0.0, 1.0), binary=True)
+        if kind == "bounded" and scale is not None:
+            return wilson_effective(scores, codes, scale, binary=False)
+        found = studentized(scores, codes, None, "t-clustered")
+        return found or Estimate(result.value, result.n, "none (one cluster)", None, clusters=1)
     if result.replicates:
         reps = np.asarray(result.replicates, dtype=np.float64)
-        return Estimate(result.value, result.n, "bootstrap-percentile", lambda a: percentile_ci(reps, a))
+        return Estimate(result.value, result.n, "bootstrap-percentile", lambda a: percentile_ci(reps, a),
+                        p_floor=1 / reps.size)
     low, high = result.ci
     if high > low:  # a 95% CI and nothing to remake it from (lm-eval's stderr, a third-party metric)
         return Estimate(result.value, result.n, "reported-95%-ci", lambda a: _rescaled(result.value, low, high, a))
     return Estimate(result.value, result.n, "none", None)
+
+
+def _require_binary(result: MetricResult, scores: np.ndarray) -> None:
+    if not np.isin(scores, (0.0, 1.0)).all():
+        raise ValueError(f"metric {result.name} is declared binary but has per-item values other than 0 and 1")
 
 
 def _wilson(count: float, size: float, alpha: float) -> tuple[float, float]:
@@ -146,22 +306,28 @@ def _rescaled(value: float, low: float, high: float, alpha: float) -> tuple[floa
     return value - (value - low) * scale, value + (high - value) * scale
 
 
-def difference_estimate(candidate: MetricResult, reference: MetricResult) -> Estimate:
+def difference_estimate(candidate: MetricResult, reference: MetricResult, kind: str = "unbounded",
+                        scale: tuple[float, float] | None = None) -> Estimate:
     """candidate - reference, paired where the two share their items (module doc)."""
     value = candidate.value - reference.value
     own, ref = _mean_scores(candidate), _mean_scores(reference)
-    if own is not None and ref is not None and list(candidate.per_item) == list(reference.per_item):
-        if is_share(own) and is_share(ref):
-            table = _paired_table(own, ref)
-            return Estimate(value, candidate.n, "newcombe-paired", lambda a: newcombe_paired(table, a),
-                            lambda a, size: newcombe_paired([c * size / own.size for c in table], a))
-        diffs = bootstrap_means(own - ref)
-        return Estimate(value, candidate.n, "bootstrap-paired", lambda a: percentile_ci(diffs, a))
+    if kind != "set" and own is not None and ref is not None and list(candidate.per_item) == list(reference.per_item):
+        codes = cluster_codes(candidate)
+        if kind == "binary":  # Newcombe's paired interval undercovers when all discordant pairs go one way
+            _require_binary(candidate, own)
+            _require_binary(reference, ref)
+            scale = (0.0, 1.0)
+        width = scale[1] - scale[0] if kind in ("binary", "bounded") and scale else None
+        found = studentized(own - ref, codes, (-width, width) if width else None,
+                            "t-clustered-paired" + ("-bounded" if width else ""))
+        return found or Estimate(value, candidate.n, "none (one cluster)", None, clusters=1)
     if (candidate.replicates and reference.replicates and candidate.n == reference.n
             and len(candidate.replicates) == len(reference.replicates)):
         diffs = np.asarray(candidate.replicates) - np.asarray(reference.replicates)
-        return Estimate(value, candidate.n, "bootstrap-paired", lambda a: percentile_ci(diffs, a))
-    a_est, b_est = value_estimate(candidate), value_estimate(reference)
+        diffs = diffs[~np.isnan(diffs)]  # inf - inf: both unbounded in that resample
+        return Estimate(value, candidate.n, "bootstrap-paired", lambda a: percentile_ci(diffs, a),
+                        p_floor=1 / max(diffs.size, 1))
+    a_est, b_est = value_estimate(candidate, kind, scale), value_estimate(reference, kind, scale)
     if a_est.interval_at is None and b_est.interval_at is None:
         return Estimate(value, candidate.n, "none", None)
 
@@ -171,7 +337,7 @@ def difference_estimate(candidate: MetricResult, reference: MetricResult) -> Est
         return (value - math.hypot(candidate.value - a_low, b_high - reference.value),
                 value + math.hypot(a_high - candidate.value, reference.value - b_low))
 
-    return Estimate(value, candidate.n, "mover-unpaired", mover)
+    return Estimate(value, candidate.n, "mover-unpaired", mover, p_floor=max(a_est.p_floor, b_est.p_floor))
 
 
 def _paired_table(first: np.ndarray, second: np.ndarray) -> tuple[int, int, int, int]:
@@ -198,7 +364,7 @@ def newcombe_paired(table, alpha: float = DEFAULT_ALPHA) -> tuple[float, float]:
     return max(-1.0, low), min(1.0, high)
 
 
-def holm_adjusted(p_values: dict[str, float], alpha: float) -> dict[str, float]:
+def holm_adjusted(p_values: dict, alpha: float) -> dict:
     """Holm-Bonferroni over one family: {name: Holm-adjusted p-value}; a check
     is decided where its adjusted p-value is <= alpha (statsmodels)."""
     from statsmodels.stats.multitest import multipletests

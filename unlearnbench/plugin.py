@@ -21,7 +21,7 @@ import pytest
 from unlearnbench import progress
 from unlearnbench.collect import MARKER, RUN_CHECK, check_items, checkpoint_spec_of, suite_of, thresholds_file
 from unlearnbench.gate import Gate
-from unlearnbench.rule import CORRECTIONS
+from unlearnbench.rule import CORRECTIONS, DEFAULT_POWER
 from unlearnbench.run_state import INTERRUPT_FILE_KEY, STATE, RunState, check_report_dir
 
 progress.keep_terminal()  # before pytest's output capture starts: progress lines stay visible
@@ -80,9 +80,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="a check passes or fails only when the whole (1 - A) interval of what it decides on (its "
                          "value, or its difference from the reference) is on one side of its bound; otherwise it is "
                          "inconclusive (default 0.05: 95%% intervals; docs/verdicts.md)")
-    group.addoption("--correction", choices=CORRECTIONS, default="none",
-                    help="holm: Holm-Bonferroni across each checkpoint's checks in a suite, so that A bounds the "
-                         "chance of any wrong verdict among them (default none: A per check)")
+    group.addoption("--correction", choices=CORRECTIONS, default=None,
+                    help="holm (the default): a check fails only when its Holm-adjusted p-value across all of the "
+                         "checkpoint's checks in the run is at most A, so that A bounds the chance of failing a "
+                         "checkpoint wrongly; none: A per check, as a paper's table reads (docs/verdicts.md)")
+    group.addoption("--power", type=_parse_power, default=DEFAULT_POWER, metavar="P",
+                    help="the power that the minimum detectable effect (mde), the items an undecided check needs "
+                         "(n_needed) and the preflight aim at (default 0.8)")
     group.addoption("--point-estimate", action="store_true",
                     help="decide every check on its value alone, as papers' tables do (intervals are still "
                          "reported); the report says which rule decided")
@@ -126,6 +130,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _parse_alpha(text: str) -> float:
+    return _open_unit(text, "a level", "0.05: 95% intervals")
+
+
+def _parse_power(text: str) -> float:
+    return _open_unit(text, "a power", "0.8: a true effect of one mde is decided 80% of the time")
+
+
+def _open_unit(text: str, what: str, example: str) -> float:
     import argparse
 
     try:
@@ -133,8 +145,7 @@ def _parse_alpha(text: str) -> float:
     except ValueError:
         value = float("nan")
     if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a level strictly between 0 and 1 (0.05: 95% intervals), "
-                                         f"not {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {what} strictly between 0 and 1 ({example}), not {text!r}")
     return value
 
 

@@ -115,7 +115,7 @@ class RunState:
             if opt("point_estimate") and opt("strict_ci"):
                 raise UnlearnbenchError("--point-estimate decides on values alone and --strict-ci on intervals: "
                                         "give one of them")
-            if opt("point_estimate") and opt("correction") != "none":
+            if opt("point_estimate") and opt("correction") == "holm":
                 raise UnlearnbenchError("--correction corrects the intervals' decisions; --point-estimate makes none")
             workers = getattr(self.config.option, "numprocesses", None)
             if opt("device_map") is not None and isinstance(workers, int) and workers > 1:
@@ -147,7 +147,7 @@ class RunState:
                 batch_size=None if batch == "auto" else int(batch),
                 cache_dir=Path(opt("cache_dir")).expanduser() if opt("cache_dir") else DEFAULT_CACHE_DIR,
                 cache_secret=self.cache_secret,
-                rule=DecisionRule(alpha=opt("alpha"), correction=opt("correction"),
+                rule=DecisionRule(alpha=opt("alpha"), power=opt("power"), correction=opt("correction") or "holm",
                                   point_estimate=opt("point_estimate"), strict=opt("strict_ci")),
                 seed=opt("seed"),
                 shard=opt("shard"),

@@ -95,7 +95,7 @@ class Bench:
         self._fingerprints: dict[str, str] = {}  # checkpoint path -> fingerprint
         self._started: dict[str, float] = {}  # checkpoint name -> time.monotonic() of its first evaluation
         self.powers: dict[str, list[dict]] = {}  # suite -> its checks' power (Check.power), once per suite
-        self._holm: dict[tuple[str, str], dict[str, float]] = {}  # (checkpoint, suite) -> Holm-adjusted p-values
+        self._holm: dict[str, dict[tuple[str, str], float]] = {}  # checkpoint -> {(suite, check): Holm-adjusted p}
 
     # ------------------------------------------------------------ validation
     def validate_checkpoints(self) -> None:
@@ -141,7 +141,7 @@ class Bench:
             if suite not in SUITES:
                 raise UnlearnbenchError(f"unknown suite '{suite}' (known: {', '.join(SUITES)})")
             self.gates[suite] = load_suite_thresholds(thresholds_files[suite], suite, SUITES[suite].known_metrics,
-                                                      SUITES[suite].scale_of)
+                                                      SUITES[suite].scale_of, SUITES[suite].kind_of)
         if self.options.thresholds_override:
             apply_overrides(
                 self.options.thresholds_override, self.gates, {name: spec.known_metrics for name, spec in SUITES.items()}
@@ -342,7 +342,9 @@ class Bench:
             return _to_plain(run)
 
         stored = self.cache.get_or_compute(self._run_parts(spec, suite), compute)
-        return computed[0] if computed else dataclasses.replace(_from_plain(stored), cached=True)
+        run = computed[0] if computed else dataclasses.replace(_from_plain(stored), cached=True)
+        attach_clusters(run.metrics, getattr(data, "clusters", None) or {})
+        return run
 
     def run(self, spec: CheckpointSpec, suite: str) -> SuiteRun:
         """The suite's metrics on a checkpoint, computed once (see `_cached_run`).
@@ -457,29 +459,57 @@ class Bench:
         self.power(suite)
         run = self.run(spec, suite)
         rule = self.options.rule
+        roles = self._roles_of(spec, suite)
+        if check.relative_to in roles:
+            return check.on_its_reference(check.relative_to, rule), run
         with seeded(self.options.seed):  # the decision's bootstrap resamples are the metrics' own
             verdict = check.judge(run.metrics, reference, others=others, rule=rule)
-            if rule.correction == "holm" and _tested(verdict):
-                adjusted = self._holm_adjusted(spec, suite, run)
+            if rule.correction == "holm" and verdict.outcome == "fail" and verdict.decided_by == "interval":
+                adjusted = self._holm_adjusted(spec)
                 verdict = check.judge(run.metrics, reference, others=others, rule=rule,
-                                      p_adjusted=adjusted[check.name])
+                                      p_adjusted=adjusted[(suite, check.name)])
+        if ("retain" in roles and verdict.decision_ci is not None
+                and not verdict.decision_ci[1] > verdict.decision_ci[0]):
+            # a metric measured against the retain model (PL, RD): on that model, 0 in every resample by construction
+            return check.on_its_reference("retain", rule, f"and {check.metric} measures it against itself "
+                                                          f"({verdict.decision_ci[0]:.4g} in every resample)"), run
         return verdict, run
 
-    def _holm_adjusted(self, spec: CheckpointSpec, suite: str, run: SuiteRun) -> dict[str, float]:
-        """Holm-adjusted p-values of the tested checks of `suite` on one
-        checkpoint (its family), computed once per checkpoint and suite."""
-        key = (spec.name, suite)
-        if key not in self._holm:
+    def _roles_of(self, spec: CheckpointSpec, suite: str) -> tuple[str, ...]:
+        """The reference roles (full, retain) whose model `spec` is in this suite's run."""
+        return tuple(role for role in REFERENCE_ROLES
+                     if (ref := self.reference_spec(role, suite)) is not None and ref.source == spec.source)
+
+    def _holm_adjusted(self, spec: CheckpointSpec) -> dict[tuple[str, str], float]:
+        """Holm-adjusted p-values of every tested check of the checkpoint in
+        the run, all suites together (its family: a checkpoint's FAIL is
+        controlled at alpha across all of its checks), keyed (suite, check);
+        computed once per checkpoint. A suite that cannot evaluate on it
+        (its checks fail with their own reason) adds nothing to the family."""
+        if spec.name not in self._holm:
             family = {}
-            for check in self.gates[suite].values():
-                if check.enabled and not (check.relative_to and check.or_bound is None
-                                          and self.reference_spec(check.relative_to, suite) is None):
-                    reference, others = self._judge_inputs(check, suite)
+            for suite, gate in self.gates.items():
+                if spec.name not in {s.name for s in self.checkpoints(suite)}:
+                    continue
+                try:
+                    run = self.run(spec, suite)
+                except UnlearnbenchError:
+                    continue
+                roles = self._roles_of(spec, suite)
+                for check in gate.values():
+                    if not check.enabled or check.relative_to in roles or (
+                            check.relative_to and check.or_bound is None
+                            and self.reference_spec(check.relative_to, suite) is None):
+                        continue
+                    try:
+                        reference, others = self._judge_inputs(check, suite)
+                    except UnlearnbenchError:
+                        continue
                     judged = check.judge(run.metrics, reference, others=others, rule=self.options.rule)
                     if _tested(judged):
-                        family[check.name] = judged.p_value
-            self._holm[key] = holm_adjusted(family, self.options.rule.alpha)
-        return self._holm[key]
+                        family[(suite, check.name)] = judged.p_value
+            self._holm[spec.name] = holm_adjusted(family, self.options.rule.alpha)
+        return self._holm[spec.name]
 
     def power(self, suite: str) -> list[dict]:
         """Each check's power from the suite's reference models (Check.power),
@@ -515,6 +545,17 @@ class Bench:
 def _tested(verdict) -> bool:
     """Whether the interval rule tested this verdict (a member of its Holm family)."""
     return verdict.p_value is not None and (verdict.decided_by == "interval" or verdict.underpowered)
+
+
+def attach_clusters(metrics: dict, clusters: dict[str, str]) -> None:
+    """Give each per-item result the clusters of its items, from the suite's
+    data (item id -> cluster), in place: the decision intervals count them
+    (evidence.py). Read from the data on every run, cached or not, so that a
+    result cached before its data named clusters is judged with them."""
+    for result in metrics.values():
+        if isinstance(result, MetricResult) and result.per_item:
+            named = {item: clusters[item] for item in result.per_item if item in clusters}
+            result.clusters = named or None
 
 
 def run_data(data) -> dict:

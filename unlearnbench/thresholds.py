@@ -49,9 +49,9 @@ from typing import Mapping
 import yaml
 
 from unlearnbench.errors import ThresholdsError
-from unlearnbench.evidence import difference_estimate, value_estimate
+from unlearnbench.evidence import difference_estimate, powered_alpha, value_estimate
 from unlearnbench.metrics.core import MetricResult, Unavailable
-from unlearnbench.rule import DEFAULT_ALPHA, DecisionRule
+from unlearnbench.rule import DEFAULT_ALPHA, DEFAULT_POWER, DecisionRule
 
 DIRECTIONS = ("at_least", "at_most")
 REFERENCES = ("full", "retain")
@@ -91,11 +91,15 @@ class Verdict:
     p_adjusted: float | None = None
     decided_by: str | None = None  # "interval" | "point-estimate"; None: undecided
     lean: str | None = None  # an underpowered check's point estimate: "pass" | "fail"
-    mde: float | None = None  # the smallest difference from the bound this n can tell (the interval's half-width)
-    n_needed: int | None = None  # about how many items would decide an underpowered check
+    mde: float | None = None  # the smallest distance from the bound this n decides with probability `power`
+    n_needed: int | None = None  # about how many items would decide an underpowered check with that power
     n: int | None = None
+    clusters: int | None = None  # G: how many clusters (persons, documents, concepts) the n items come in
+    n_effective: float | None = None  # n over the design effect: the independent items they are worth
+    kind: str | None = None  # the metric's declared kind, which picked the interval (rule.METRIC_KINDS)
     rule: str = "interval"
     alpha: float = DEFAULT_ALPHA
+    power: float = DEFAULT_POWER
     correction: str = "none"
     strict_ci: bool = False
 
@@ -131,6 +135,7 @@ class Check:
     relative_to: str | None = None
     margin: float = 0.0
     scale: tuple[float, float] | None = None  # the metric's range, from the suite registry
+    kind: str = "unbounded"  # what its items are (rule.METRIC_KINDS), from the suite registry
     requires: Mapping[str, object] = field(default_factory=dict)
     axis: str | None = None
     or_bound: float | None = None
@@ -162,12 +167,7 @@ class Check:
         holds the other reference models' metrics for
         `requires.separated_from`); a non-finite value or reference value
         fails."""
-        base = dict(
-            suite=self.suite, check=self.name, metric=self.metric, rationale=self.rationale,
-            direction=self.direction, axis=self.axis, relative_to=self.relative_to, **rule.to_dict(),
-            # A skipped relative check still shows its bound's form (`>= full - 0.05`) in the report.
-            margin=self.margin if self.relative_to else None,
-        )
+        base = self._verdict_fields(rule)
         absolute = self.relative_to is not None and reference is None  # no reference model: the or_bound alone
         if absolute and self.or_bound is None:
             return Verdict(
@@ -217,17 +217,18 @@ class Check:
         measured = f"{self.metric} = {result.value:.4g} [95% CI {result.ci[0]:.4g}, {result.ci[1]:.4g}; n={result.n}]"
         relative = base["relative_to"] is not None
         if relative:  # decide on the difference from the reference, over the same items
-            estimate = difference_estimate(result, yardstick)
-            threshold = bound - yardstick.value
+            estimate = difference_estimate(result, yardstick, self.kind, self.scale)
+            threshold = relative_threshold(self)
         else:
-            estimate = value_estimate(result)
+            estimate = value_estimate(result, self.kind, self.scale)
             threshold = bound
         interval = estimate.interval(rule.alpha)
         judged = dict(base, value=result.value, ci=tuple(result.ci), bound=bound, n=result.n,
                       reference_value=yardstick.value if relative else None,
                       reference_ci=tuple(yardstick.ci) if relative else None,
                       difference=estimate.value if relative else None, decision_ci=interval,
-                      interval=estimate.method, mde=(interval[1] - interval[0]) / 2 if interval else None,
+                      interval=estimate.method, mde=estimate.mde(rule.alpha, rule.power),
+                      clusters=estimate.clusters, n_effective=estimate.n_effective,
                       p_value=estimate.p_value(threshold), p_adjusted=p_adjusted)
         why_not = self._why_inconclusive(bound, reference, others or {}, rule)
         if why_not:
@@ -247,23 +248,30 @@ class Check:
             spread = f" [{level} CI {interval[0]:.4g}, {interval[1]:.4g}, {estimate.method}]" if interval else ""
             verdict_text += (f"; difference from {self.relative_to} {estimate.value:+.4g}{spread}, held to "
                              f"{op} {threshold:+.4g}")
-        if rule.point_estimate or interval is None:
-            why = "" if rule.point_estimate else " (decided on its value: this metric has no interval)"
-            return Verdict(outcome="pass" if point_ok else "fail", reason=verdict_text + why,
+        if rule.point_estimate:
+            return Verdict(outcome="pass" if point_ok else "fail", reason=verdict_text,
                            **judged | {"decided_by": "point-estimate"})
+        if interval is None or not interval[1] > interval[0]:
+            why = (f"{self.metric} has no interval here ({estimate.method})" if interval is None else
+                   f"its {level} interval has zero width ({estimate.method}): no spread to tell chance from effect")
+            reason = f"inconclusive (no interval, leans {'pass' if point_ok else 'fail'}): {verdict_text}, but {why}"
+            if rule.strict:
+                return Verdict(outcome="fail", reason=reason + "; --strict-ci fails an inconclusive check", **judged)
+            return Verdict(outcome="inconclusive", reason=reason, **judged | {"lean": "pass" if point_ok else "fail"})
         low, high = interval
         passes = good(low) and good(high)
         fails = not good(low) and not good(high)
-        if p_adjusted is not None:  # Holm: decided only where the adjusted p-value allows it
-            holm_ok = p_adjusted <= rule.alpha
-            why = f"Holm-adjusted p = {p_adjusted:.3g} {'<=' if holm_ok else '>'} alpha {rule.alpha:g}"
-            passes, fails = passes and holm_ok, fails and holm_ok
-        else:
-            why = f"the {level} interval of the {'difference' if relative else 'value'} reaches past the bound"
+        why = f"the {level} interval of the {'difference' if relative else 'value'} reaches past the bound"
+        if fails and p_adjusted is not None and p_adjusted > rule.alpha:
+            # Holm across the checkpoint's checks: a FAIL must survive the family's correction. A PASS needs
+            # none: the checkpoint passes only if every check does (an intersection-union test at alpha).
+            fails = False
+            why = (f"its Holm-adjusted p = {p_adjusted:.3g} > alpha {rule.alpha:g} across the checkpoint's checks "
+                   f"(a fail is corrected for the checkpoint's other checks)")
         if passes or fails:
             return Verdict(outcome="pass" if passes else "fail", reason=verdict_text,
                            **judged | {"decided_by": "interval"})
-        needed = estimate.needed(threshold, rule.alpha)
+        needed = estimate.needed(threshold, rule.alpha, rule.power)
         more = f"~{needed} items would decide it" if needed else "its value sits on the bound"
         lean = "pass" if point_ok else "fail"
         reason = f"inconclusive (underpowered, leans {lean}): {verdict_text}, but {why}; {more}"
@@ -272,6 +280,21 @@ class Check:
         return Verdict(outcome="fail" if rule.strict else "inconclusive", reason=reason,
                        **judged | {"lean": lean, "n_needed": needed})
 
+    def _verdict_fields(self, rule: DecisionRule) -> dict:
+        return dict(
+            suite=self.suite, check=self.name, metric=self.metric, rationale=self.rationale,
+            direction=self.direction, axis=self.axis, relative_to=self.relative_to, kind=self.kind, **rule.to_dict(),
+            # A skipped relative check still shows its bound's form (`>= full - 0.05`) in the report.
+            margin=self.margin if self.relative_to else None,
+        )
+
+    def on_its_reference(self, role: str, rule: DecisionRule = DecisionRule(), why: str = "") -> Verdict:
+        """The verdict on the reference model `role` itself where this check
+        would compare it with itself: not applicable (shown as skipped), never
+        a pass on a difference of 0 by construction."""
+        return Verdict(outcome="skip", reason=f"n/a (reference): this checkpoint is the run's {role} model, "
+                       f"{why or f'the yardstick of this check'}", **self._verdict_fields(rule))
+
     def power(self, references: Mapping[str, Mapping[str, MetricResult | Unavailable] | None],
               rule: DecisionRule = DecisionRule()) -> dict | None:
         """The preflight of this check from the reference models' results alone
@@ -279,18 +302,19 @@ class Check:
         (the relative check's reference; for an absolute check, the retain
         model, else the full model): its margin (the distance from that score
         to the bound: a relative check's `margin`, or the or_bound where that is
-        looser), the smallest difference from the bound its n can tell (the
-        distance from the score to its interval's end on the bound's side) and
-        about how many items would tell the margin (as an underpowered
-        verdict's `n_needed` is found). None where there is nothing to say: no
+        looser), the smallest difference from the bound its n tells with the
+        rule's power (the distance from the score to the end, on the bound's
+        side, of its interval at the powered level: `evidence.powered_alpha`)
+        and about how many items would tell the margin with that power (as an
+        underpowered verdict's `n_needed` is found). None where there is nothing to say: no
         reference result, no interval (or one of zero width), or a reference on
         the wrong side of the bound."""
         role = self.relative_to or next((r for r in ("retain", "full") if references.get(r)), None)
         result = (references.get(role) or {}).get(self.metric) if role else None
         if not self.enabled or not isinstance(result, MetricResult) or not _finite(result):
             return None
-        estimate = value_estimate(result)
-        interval = estimate.interval(rule.alpha)
+        estimate = value_estimate(result, self.kind, self.scale)
+        interval = estimate.interval(powered_alpha(rule.alpha, rule.power))
         if interval is None:
             return None
         if self.relative_to:
@@ -306,7 +330,8 @@ class Check:
         underpowered = mde > margin
         return {"suite": self.suite, "check": self.name, "metric": self.metric, "reference": role, "n": result.n,
                 "mde": mde, "margin": margin, "underpowered": underpowered,
-                "n_needed": estimate.needed(bound, rule.alpha) if underpowered else None}
+                "n_needed": estimate.needed(bound, rule.alpha, rule.power) if underpowered else None,
+                "power": rule.power, "clusters": estimate.clusters}
 
     def _why_inconclusive(self, bound: float, reference, others, rule: DecisionRule) -> str | None:
         """Why this bound cannot separate good from bad checkpoints, or None."""
@@ -355,6 +380,13 @@ def _finite(result: MetricResult) -> bool:
     return math.isfinite(result.value) and all(math.isfinite(c) for c in result.ci)
 
 
+def relative_threshold(check: Check) -> float:
+    """What a relative check holds the difference candidate - reference to:
+    -margin (at_least) or +margin (at_most), exactly, not the rounded
+    (reference - margin) - reference."""
+    return -check.margin if check.direction == "at_least" else check.margin
+
+
 def _number(value, path, check, field) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ThresholdsError(path, f"'{field}' must be a finite number, not {value!r}", check)
@@ -362,7 +394,8 @@ def _number(value, path, check, field) -> float:
 
 
 def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, ...], path: str,
-                    scales: Mapping[str, tuple[float, float]] | None = None) -> Check:
+                    scales: Mapping[str, tuple[float, float]] | None = None,
+                    kinds: Mapping[str, str] | None = None) -> Check:
     if not isinstance(fields, Mapping):
         raise ThresholdsError(path, f"expected a mapping of fields, not {type(fields).__name__}", name)
     unknown = set(fields) - CHECK_KEYS
@@ -405,6 +438,7 @@ def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, 
         bound=_number(fields["bound"], path, name, "bound") if has_bound else None,
         relative_to=fields.get("relative_to"), margin=margin,
         scale=(scales or {}).get(fields["metric"]),
+        kind=(kinds or {}).get(fields["metric"]) or ("bounded" if (scales or {}).get(fields["metric"]) else "unbounded"),
         requires=_requirements(fields.get("requires", {}), fields.get("relative_to"), path, name),
         axis=fields.get("axis"),
         or_bound=_number(fields["or_bound"], path, name, "or_bound")
@@ -448,7 +482,8 @@ def _read_yaml(path: Path):
 
 
 def load_suite_thresholds(path: Path, suite: str, metrics: tuple[str, ...],
-                          scales: Mapping[str, tuple[float, float]] | None = None) -> dict[str, Check]:
+                          scales: Mapping[str, tuple[float, float]] | None = None,
+                          kinds: Mapping[str, str] | None = None) -> dict[str, Check]:
     """A suite's default gate, validated; raises ThresholdsError naming the problem."""
     raw = _read_yaml(path)
     if not isinstance(raw, Mapping):
@@ -461,7 +496,7 @@ def load_suite_thresholds(path: Path, suite: str, metrics: tuple[str, ...],
     checks = raw.get("checks")
     if not isinstance(checks, Mapping) or not checks:
         raise ThresholdsError(path, "'checks' must be a non-empty mapping of check name -> fields")
-    return {name: _validate_check(str(name), fields, suite, metrics, str(path), scales)
+    return {name: _validate_check(str(name), fields, suite, metrics, str(path), scales, kinds)
             for name, fields in checks.items()}
 
 
@@ -503,4 +538,4 @@ def apply_overrides(path: Path, gates: dict[str, dict[str, Check]], metrics: Map
                 merged.pop("bound", None)
             merged.update(fields)
             checked = _validate_check(str(name), merged, suite, metrics[suite], str(path))
-            gates[suite][name] = replace(checked, scale=current.scale)
+            gates[suite][name] = replace(checked, scale=current.scale, kind=current.kind)

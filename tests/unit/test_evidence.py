@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import statsmodels.api as sm
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint, proportions_ztest
 
 from unlearnbench.evidence import (
     Estimate,
+    cluster_robust_se,
     difference_estimate,
     holm_adjusted,
     newcombe_paired,
+    powered_alpha,
     value_estimate,
 )
 from unlearnbench.rule import DecisionRule
@@ -21,89 +24,152 @@ from unlearnbench.metrics.core import BOOTSTRAP_RESAMPLES, MetricResult, mean_re
 from unlearnbench.thresholds import Check
 
 
-def scores(values, name="m"):
-    return mean_result(name, {f"q{i}": float(v) for i, v in enumerate(values)}, higher_is_better=True)
+def scores(values, name="m", clusters=None):
+    result = mean_result(name, {f"q{i}": float(v) for i, v in enumerate(values)}, higher_is_better=True)
+    if clusters is not None:
+        result.clusters = {f"q{i}": str(c) for i, c in enumerate(clusters)}
+    return result
 
 
-def kept(margin=0.05):
+def kept(margin=0.05, kind="bounded"):
     return Check(suite="demo", name="kept", metric="m", direction="at_least", rationale="r", source="t.yaml",
-                 relative_to="retain", margin=margin)
+                 relative_to="retain", margin=margin, kind=kind, scale=(0.0, 1.0))
 
 
-def test_paired_bootstrap_is_scipys_paired_percentile_bootstrap_with_the_same_resamples():
-    rng = np.random.default_rng(5)
-    reference = rng.uniform(0, 1, 40)
-    candidate = np.clip(reference - 0.03 + rng.normal(0, 0.05, 40), 0, 1)
-    for seed in (0, 1):
-        with seeded(seed):
-            ours = difference_estimate(scores(candidate), scores(reference))
-            interval = ours.interval(0.05)
-        theirs = stats.bootstrap((candidate, reference), lambda a, b, axis=-1: a.mean(axis) - b.mean(axis),
-                                 paired=True, vectorized=True, n_resamples=BOOTSTRAP_RESAMPLES,
-                                 method="percentile", rng=np.random.default_rng(seed))
-        assert ours.method == "bootstrap-paired"
-        assert interval == pytest.approx((theirs.confidence_interval.low, theirs.confidence_interval.high), abs=1e-12)
+def at_least(bound, kind="binary"):
+    return Check(suite="demo", name="c", metric="m", direction="at_least", rationale="r", source="t.yaml",
+                 bound=bound, kind=kind, scale=(0.0, 1.0))
+
+
+def test_cluster_robust_standard_error_is_statsmodels_cr1_of_an_intercept_only_regression():
+    rng = np.random.default_rng(3)
+    clusters = np.repeat(np.arange(7), [3, 5, 4, 6, 2, 5, 3])
+    values = rng.normal(0, 1, 7)[clusters] + rng.normal(0, 1, clusters.size)
+    se, groups, deff = cluster_robust_se(values, clusters)
+    fit = sm.OLS(values, np.ones((values.size, 1))).fit(cov_type="cluster", cov_kwds={"groups": clusters})
+    assert groups == 7 and se == pytest.approx(float(fit.bse[0]), rel=1e-10)
+    # Every item its own cluster: CR1 is the usual s / sqrt(n), the design effect 1.
+    se1, groups1, deff1 = cluster_robust_se(values, np.arange(values.size))
+    assert se1 == pytest.approx(stats.sem(values), rel=1e-10) and groups1 == values.size and deff1 == pytest.approx(1)
+
+
+def test_an_unbounded_mean_gets_the_t_interval_with_t_of_clusters_minus_one():
+    rng = np.random.default_rng(4)
+    values = rng.normal(1.0, 2.0, 30)
+    estimate = value_estimate(scores(values), "unbounded")
+    expected = stats.ttest_1samp(values, 0).confidence_interval(0.95)
+    assert estimate.method == "t-clustered" and estimate.interval(0.05) == pytest.approx(tuple(expected), rel=1e-10)
+    clusters = np.arange(30) // 5  # 6 persons of 5 questions
+    clustered = value_estimate(scores(values, clusters=clusters), "unbounded")
+    fit = sm.OLS(values, np.ones((30, 1))).fit(cov_type="cluster", cov_kwds={"groups": clusters})
+    half = stats.t.isf(0.025, 5) * float(fit.bse[0])
+    assert clustered.clusters == 6
+    assert clustered.interval(0.05) == pytest.approx((values.mean() - half, values.mean() + half), rel=1e-10)
+
+
+def test_a_bounded_mean_worked_by_hand_quasibinomial_wilson():
+    # Six items all 0 on [0, 1]: every item at an end of the scale, so as many
+    # as six 0/1 items; a variance read from the items gets t(5) in place of z:
+    # n_eff = 6 (z / t(0.975, 5))^2 and Wilson's 0-of-n upper end z^2 / (n_eff + z^2).
+    z, t5 = stats.norm.isf(0.025), stats.t.isf(0.025, 5)
+    n_eff = 6 * (z / t5) ** 2
+    estimate = value_estimate(scores([0.0] * 6), "bounded", (0.0, 1.0))
+    low, high = estimate.interval(0.05)
+    assert estimate.method == "wilson-quasibinomial" and estimate.value == 0
+    assert low == pytest.approx(0, abs=1e-12) and high == pytest.approx(z**2 / (n_eff + z**2), rel=1e-9)
+    # Spread values on a scale of [0, 2]: on the unit scale m = 0.35, sum of squared residuals 0.17,
+    # n_eff = m (1 - m) n^2 / 0.17 = 0.2275 * 16 / 0.17 = 21.412 (less spread than 0/1 items: worth more).
+    values = [0.2, 0.4, 1.2, 1.0]
+    unit = np.asarray(values) / 2
+    n_eff = unit.mean() * (1 - unit.mean()) * 16 / ((unit - unit.mean()) ** 2).sum()
+    assert n_eff == pytest.approx(21.411765, rel=1e-6)
+    expected = proportion_confint(0.35 * n_eff * (z / stats.t.isf(0.025, 3)) ** 2,
+                                  n_eff * (z / stats.t.isf(0.025, 3)) ** 2, method="wilson")
+    got = value_estimate(scores(values), "bounded", (0.0, 2.0))
+    assert got.interval(0.05) == pytest.approx(tuple(2 * x for x in expected), rel=1e-9)
+    assert got.n_effective == pytest.approx(n_eff)
+
+
+def test_a_binary_share_gets_wilson_and_shared_clusters_shrink_its_effective_n():
+    values = [1] * 15 + [0] * 5
+    plain = value_estimate(scores(values), "binary")
+    assert plain.method == "wilson" and plain.interval(0.05) == pytest.approx(proportion_confint(15, 20, method="wilson"))
+    # Four persons of five questions, answered all-or-nothing but one: the items are worth fewer.
+    clusters = np.arange(20) // 5
+    values = [1] * 5 + [1] * 5 + [1] * 4 + [0] + [0] * 5
+    clustered = value_estimate(scores(values, clusters=clusters), "binary")
+    share, n = 14 / 20, 20
+    residuals = np.asarray(values) - share
+    deff = sum(residuals[clusters == g].sum() ** 2 for g in range(4)) / (residuals**2).sum()
+    effective = n / deff * (stats.norm.isf(0.025) / stats.t.isf(0.025, 3)) ** 2
+    assert clustered.method == "wilson-clustered" and clustered.clusters == 4
+    assert clustered.n_effective == pytest.approx(n / deff)
+    expected = proportion_confint(share * effective, effective, method="wilson")
+    assert clustered.interval(0.05) == pytest.approx(expected, rel=1e-9)
+    assert clustered.interval(0.05)[0] < plain.interval(0.05)[0]
+
+
+def test_the_interval_follows_the_declared_kind_not_the_values():
+    # A bounded metric whose items happen to be all 0 or 1 keeps the bounded interval.
+    values = scores([1] * 15 + [0] * 5)
+    assert value_estimate(values, "bounded", (0.0, 1.0)).method == "wilson-quasibinomial"
+    assert value_estimate(values, "binary").method == "wilson"
+    with pytest.raises(ValueError, match="declared binary"):
+        value_estimate(scores([0.5, 1.0]), "binary")
+
+
+def test_the_npo_cases_are_decided_coherently_all_perfect_no_less_favourably_than_one_item_worse():
+    # Six benign queries: the retain model answers all. One candidate answers all six,
+    # the other five: the perfect one's difference interval is never below the other's.
+    retain = scores([1] * 6)
+    for kind in ("binary", "bounded"):
+        perfect = difference_estimate(scores([1] * 6), retain, kind, (0.0, 1.0)).interval(0.05)
+        worse = difference_estimate(scores([1] * 5 + [0]), retain, kind, (0.0, 1.0)).interval(0.05)
+        assert perfect[0] >= worse[0] and perfect[1] >= worse[1], kind
+        order = {"pass": 2, "inconclusive": 1, "fail": 0}
+        good = kept(kind=kind).judge({"m": scores([1] * 6)}, {"m": retain}).outcome
+        bad = kept(kind=kind).judge({"m": scores([1] * 5 + [0])}, {"m": retain}).outcome
+        assert order[good] >= order[bad], kind
 
 
 def test_a_constant_shift_on_every_item_is_decided_paired_and_not_unpaired():
-    # The candidate scores 0.02 below the retain model on every one of 30 items
-    # whose scores spread over [0.1, 0.9]: paired, the difference is exactly
-    # -0.02 with no spread; unpaired, each mean's own spread (~0.08) swamps it.
-    reference = np.linspace(0.1, 0.9, 30)
+    # The candidate scores 0.02 below the retain model on every one of 128 items
+    # whose scores spread over [0.1, 0.9]: paired, the difference is -0.02 with
+    # no spread but the pseudo-items'; unpaired, each mean's own spread swamps it.
+    reference = np.linspace(0.1, 0.9, 128)
     candidate, retain = scores(reference - 0.02), scores(reference)
-    paired = difference_estimate(candidate, retain)
-    assert paired.interval(0.05) == pytest.approx((-0.02, -0.02), abs=1e-12)
+    paired = difference_estimate(candidate, retain, "bounded", (0.0, 1.0))
+    low, high = paired.interval(0.05)
+    assert paired.method == "t-clustered-paired-bounded" and -0.05 < low < -0.02 < high
     renamed = mean_result("m", {f"other{i}": v for i, v in enumerate(reference - 0.02)}, higher_is_better=True)
-    unpaired = difference_estimate(renamed, retain)  # not the same items: no pairing
+    unpaired = difference_estimate(renamed, retain, "bounded", (0.0, 1.0))  # not the same items: no pairing
     low, high = unpaired.interval(0.05)
     assert unpaired.method == "mover-unpaired" and low < -0.05 < 0 < high
-    # The verdict follows the paired interval: -0.02 >= -0.05 is decided.
     verdict = kept().judge({"m": candidate}, {"m": retain})
     assert verdict.outcome == "pass" and verdict.decided_by == "interval"
-    assert verdict.difference == pytest.approx(-0.02) and verdict.interval == "bootstrap-paired"
+    assert verdict.difference == pytest.approx(-0.02) and verdict.interval == "t-clustered-paired-bounded"
     assert kept().judge({"m": renamed}, {"m": retain}).outcome == "inconclusive"
-
-
-def test_newcombe_paired_with_uncorrelated_scores_is_newcombes_independent_hybrid_score_interval():
-    # phi = 0 when both * neither == first_only * second_only: (2, 3, 2, 3) -> 6 == 6.
-    # Newcombe's paired method 10 then reduces to his hybrid score interval for
-    # two independent proportions (statsmodels' "newcomb"), p1 = 5/10, p2 = 4/10.
-    for alpha in (0.05, 0.1):
-        low, high = newcombe_paired((2, 3, 2, 3), alpha)
-        ref = confint_proportions_2indep(5, 10, 4, 10, method="newcomb", compare="diff", alpha=alpha)
-        assert (low, high) == pytest.approx(tuple(map(float, ref)), abs=1e-12)
-
-
-def test_newcombe_paired_worked_by_hand():
-    # 20 items: both right 12, only the candidate 1, only the reference 5, neither 2.
-    # p1 = 13/20 = 0.65, p2 = 17/20 = 0.85, delta = -0.2. Wilson 95% (z = 1.959964):
-    # p1: [0.432854, 0.818808], p2: [0.639581, 0.947631] (statsmodels agrees, checked below).
-    # phi = (12*2 - 1*5) / sqrt(13 * 7 * 17 * 3) = 19 / sqrt(4641) = 0.278899.
-    # L = -0.2 - sqrt(0.217146^2 - 2 phi 0.217146 * 0.097631 + 0.097631^2) = -0.2 - sqrt(0.044859) = -0.411799
-    # U = -0.2 + sqrt(0.168808^2 - 2 phi 0.168808 * 0.210419 + 0.210419^2) = -0.2 + sqrt(0.052959) = 0.030128
-    assert proportion_confint(13, 20, method="wilson") == pytest.approx((0.432854, 0.818808), abs=1e-6)
-    assert proportion_confint(17, 20, method="wilson") == pytest.approx((0.639581, 0.947631), abs=1e-6)
-    assert newcombe_paired((12, 1, 5, 2)) == pytest.approx((-0.411799, 0.030128), abs=2e-6)
 
 
 def test_a_paired_difference_of_all_correct_items_is_not_a_zero_width_interval():
     # Candidate and retain both answer all 6: the difference is 0, but 6 items
     # cannot show that the candidate keeps 95% of what the retain model knows.
-    estimate = difference_estimate(scores([1] * 6), scores([1] * 6))
+    # By hand: differences 0 x 6 with pseudo-items -1 and +1: mean 0, sum of
+    # squared residuals 2, CR1 over 8 singletons 8/7 x 2 / 64 = 1/28;
+    # t(0.975, 5) = 2.570582: +-2.570582 / sqrt(28) = +-0.485794.
+    estimate = difference_estimate(scores([1] * 6), scores([1] * 6), "binary")
     low, high = estimate.interval(0.05)
-    # phi is 0 (no discordant pairs, no variation): both Wilson half-widths, 0.39 each way.
-    assert estimate.method == "newcombe-paired" and low == pytest.approx(-0.390334, abs=1e-6) == -high
-    verdict = kept().judge({"m": scores([1] * 6)}, {"m": scores([1] * 6)})
+    assert estimate.method == "t-clustered-paired-bounded" and low == pytest.approx(-0.485794, abs=1e-6) == -high
+    verdict = kept(kind="binary").judge({"m": scores([1] * 6)}, {"m": scores([1] * 6)})
     assert verdict.outcome == "inconclusive" and verdict.lean == "pass" and verdict.n_needed > 6
-    # At n_needed items with the same table, the interval decides it; one fewer, it does not.
-    big = verdict.n_needed
-    assert newcombe_paired((big, 0, 0, 0))[0] > -0.05 >= newcombe_paired((big - 1, 0, 0, 0))[0]
+    big = scores([1] * verdict.n_needed)
+    assert kept(kind="binary").judge({"m": big}, {"m": big}).outcome == "pass"
 
 
 def test_the_p_value_inverts_the_interval_wilsons_is_the_score_tests():
     # A Wilson interval is the inversion of the score test with the null's variance:
     # its p-value at a bound is statsmodels' proportions_ztest with prop_var = the bound.
-    estimate = value_estimate(scores([1] * 17 + [0] * 3))
+    estimate = value_estimate(scores([1] * 17 + [0] * 3), "binary")
     for bound in (0.6, 0.7, 0.95):
         _, expected = proportions_ztest(17, 20, value=bound, prop_var=bound)
         assert estimate.p_value(bound) == pytest.approx(expected, rel=1e-6)
@@ -122,10 +188,10 @@ def test_set_level_replicates_pair_the_same_resamples():
 
 def test_alpha_widens_and_narrows_the_interval():
     values = [1] * 15 + [0] * 5
-    estimate = value_estimate(scores(values))
+    estimate = value_estimate(scores(values), "binary")
     for alpha in (0.01, 0.05, 0.2):
         assert estimate.interval(alpha) == pytest.approx(proportion_confint(15, 20, alpha=alpha, method="wilson"))
-    check = Check(suite="demo", name="c", metric="m", direction="at_least", rationale="r", source="t.yaml", bound=0.55)
+    check = at_least(0.55)
     # 95%: [0.531, 0.888] reaches below 0.55; 80%: [0.610, 0.852] does not.
     assert check.judge({"m": scores(values)}).outcome == "inconclusive"
     assert check.judge({"m": scores(values)}, rule=DecisionRule(alpha=0.2)).outcome == "pass"
@@ -142,16 +208,19 @@ def test_holm_worked_by_hand():
     assert list(corrected) == pytest.approx([adjusted[k] for k in "abcd"])
 
 
-def test_holm_leaves_a_check_undecided_that_alone_would_be_decided():
-    check = Check(suite="demo", name="c", metric="m", direction="at_least", rationale="r", source="t.yaml", bound=0.5)
-    result = scores([1] * 15 + [0] * 5)  # 0.75 [0.531, 0.888]: decided alone
-    p = value_estimate(result).p_value(0.5)
+def test_holm_leaves_a_fail_undecided_that_alone_would_be_decided_and_never_touches_a_pass():
+    fails_alone = at_least(0.9)
+    result = scores([1] * 15 + [0] * 5)  # 0.75 [0.531, 0.888]: decided below 0.9 alone
+    p = value_estimate(result, "binary").p_value(0.9)
     assert 0.01 < p < 0.05
-    alone = check.judge({"m": result})
-    assert alone.outcome == "pass" and alone.p_value == pytest.approx(p)
+    alone = fails_alone.judge({"m": result})
+    assert alone.outcome == "fail" and alone.p_value == pytest.approx(p)
     family = holm_adjusted({"c": p, "other": 0.5}, 0.05)  # one of two checks: p is doubled
-    corrected = check.judge({"m": result}, rule=DecisionRule(correction="holm"), p_adjusted=family["c"])
+    corrected = fails_alone.judge({"m": result}, rule=DecisionRule(correction="holm"), p_adjusted=family["c"])
     assert corrected.outcome == "inconclusive" and "Holm-adjusted p" in corrected.reason
+    # A pass is an intersection-union test: no correction (the checkpoint passes only if all checks do).
+    passes = at_least(0.5).judge({"m": result}, rule=DecisionRule(correction="holm"), p_adjusted=0.9)
+    assert passes.outcome == "pass"
 
 
 def test_an_estimate_without_an_interval_has_no_p_value():
@@ -159,34 +228,39 @@ def test_an_estimate_without_an_interval_has_no_p_value():
 
 
 def test_the_preflight_needs_as_many_items_as_an_underpowered_verdict_would():
-    # A retain model that leaks 0 of 24 forget answers: Wilson's upper end is 0.138, over the bound 0.05;
-    # 0 of 73 is the first to clear it (z^2 / (n + z^2) <= 0.05), as for the verdict itself.
-    check = Check(suite="demo", name="c", metric="m", direction="at_most", rationale="r", source="t.yaml", bound=0.05)
+    # A retain model that leaks 0 of 24 forget answers. At 80% power the
+    # interval to clear is Wilson's at the level whose critical value is
+    # z(0.975) + z(0.8) = 2.801585: its upper end for 0 of n is z^2 / (n + z^2),
+    # under the bound 0.05 from n = 150 (19 z^2 = 149.13), as for the verdict itself.
+    z = stats.norm.isf(0.025) + stats.norm.ppf(0.8)
+    level = powered_alpha(0.05, 0.8)
+    assert level == pytest.approx(2 * stats.norm.sf(z)) and z == pytest.approx(2.801585, abs=1e-6)
+    check = Check(suite="demo", name="c", metric="m", direction="at_most", rationale="r", source="t.yaml", bound=0.05,
+                  kind="binary", scale=(0.0, 1.0))
     power = check.power({"retain": {"m": scores([0] * 24)}})
-    assert power["underpowered"] and power["n"] == 24 and power["n_needed"] == 73
-    assert power["mde"] == pytest.approx(proportion_confint(0, 24, method="wilson")[1]) and power["margin"] == 0.05
-    assert check.judge({"m": scores([0] * 24)}).n_needed == 73
-    assert check.power({"retain": {"m": scores([0] * 80)}})["underpowered"] is False
+    assert power["underpowered"] and power["n"] == 24 and power["n_needed"] == 150 and power["power"] == 0.8
+    assert power["mde"] == pytest.approx(proportion_confint(0, 24, alpha=level, method="wilson")[1])
+    assert power["margin"] == 0.05
+    assert check.judge({"m": scores([0] * 24)}).n_needed == 150
+    assert check.power({"retain": {"m": scores([0] * 160)}})["underpowered"] is False
     assert check.power({"retain": {"m": scores([1] * 24)}}) is None  # the reference fails it itself
 
 
 def test_a_bootstrap_p_value_is_never_zero_it_is_below_one_over_the_resamples():
-    # Every one of the 5,000 resampled means lies far above the bound: the
-    # bootstrap cannot tell a p-value smaller than 1/B, so it reports 1/B (shown
-    # as "< 1/B"), never 0.
-    estimate = value_estimate(scores(np.linspace(0.8, 0.9, 40)))
-    p = estimate.p_value(0.1)
-    assert p == pytest.approx(1 / BOOTSTRAP_RESAMPLES)
+    # Every one of the 5,000 replicates lies far above the bound: the
+    # bootstrap cannot tell a p-value smaller than 1/B, so it reports 1/B,
+    # never 0.
+    reps = np.random.default_rng(0).normal(0.85, 0.01, BOOTSTRAP_RESAMPLES)
+    estimate = value_estimate(MetricResult("m", 0.85, 40, higher_is_better=True, **replicated(reps)), "set")
+    assert estimate.p_value(0.1) == pytest.approx(1 / BOOTSTRAP_RESAMPLES)
     assert estimate.p_floor == pytest.approx(1 / BOOTSTRAP_RESAMPLES)
 
 
 def test_a_relative_bound_is_the_margin_itself_not_a_rounded_difference():
     # (0.55 - 0.05) - 0.55 is -0.050000000000000044 in floating point: the
     # difference is held to -margin exactly.
-    candidate, retain = scores([0.5, 0.6] * 10), scores([0.55, 0.55] * 10)
-    verdict = kept(0.05).judge({"m": candidate}, {"m": retain})
-    assert verdict.difference == pytest.approx(-0.05)
-    assert "held to >= -0.05" in verdict.reason
-    assert verdict.bound - verdict.reference_value != -0.05  # what the old arithmetic decided against
+    assert (0.55 - 0.05) - 0.55 != -0.05
     from unlearnbench.thresholds import relative_threshold
     assert relative_threshold(kept(0.05)) == -0.05
+    verdict = kept(0.05).judge({"m": scores([0.5, 0.6] * 64)}, {"m": scores([0.55, 0.55] * 64)})
+    assert "held to >= -0.05" in verdict.reason

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -125,18 +126,23 @@ def test_a_share_of_0_1_items_gets_the_wilson_interval_worked_out_by_hand():
 def test_six_of_six_is_underpowered_at_095_and_seventy_three_of_seventy_three_passes(tmp_path):
     # n of n clears 0.95 once its Wilson lower bound n / (n + z^2) >= 0.95: n >= 73
     # (60 of 60 reaches only 0.9398, so it cannot pass a two-sided 95% interval rule).
+    # The items it would need, at 80% power: the same with z(0.975) + z(0.8) in place of z.
+    from scipy.stats import norm
+
     from unlearnbench.rule import DecisionRule
     from unlearnbench.thresholds import load_suite_thresholds
 
     path = tmp_path / "demo.yaml"
     path.write_text("suite: demo\nchecks:\n  helps:\n    axis: utility\n    metric: help\n    direction: at_least\n"
                     "    bound: 0.95\n    rationale: benign questions answered\n")
-    check = load_suite_thresholds(path, "demo", {"help"})["helps"]
+    check = load_suite_thresholds(path, "demo", {"help"}, {"help": (0.0, 1.0)}, {"help": "binary"})["helps"]
+    z = norm.isf(0.025) + norm.ppf(0.8)
+    powered = math.ceil(0.95 * z**2 / 0.05)  # n / (n + z^2) >= 0.95
+    assert powered == 150
     for n, outcome in ((6, "inconclusive"), (60, "inconclusive"), (72, "inconclusive"), (73, "pass"), (80, "pass")):
         shares = mean_result("help", {str(i): 1.0 for i in range(n)}, higher_is_better=True)
         verdict = check.judge({"help": shares})
         assert verdict.outcome == outcome, n
         if outcome == "inconclusive":  # the items Wilson's interval needs to clear the bound at a share of 1
-            assert verdict.lean == "pass" and verdict.n_needed == 73, n
-        # The point estimate, 1, is past the bound either way: the old rule passes them all.
+            assert verdict.lean == "pass" and verdict.n_needed == powered, n
         assert check.judge({"help": shares}, rule=DecisionRule(point_estimate=True)).outcome == "pass"

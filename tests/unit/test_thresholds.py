@@ -36,6 +36,10 @@ def write(tmp_path: Path, text: str, name: str = "demo.yaml") -> Path:
     return path
 
 
+# Bound arithmetic is tested on values alone: a value with no interval is not decided by the interval rule.
+POINT = DecisionRule(point_estimate=True)
+
+
 def result(name: str, value: float, ci=(None, None)) -> MetricResult:
     low, high = ci
     return MetricResult(name, value, 10, (value if low is None else low, value if high is None else high), True)
@@ -89,17 +93,17 @@ def test_invalid_yaml_and_missing_file(tmp_path):
 def test_absolute_verdicts(tmp_path):
     gate = load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)
     check = gate["score_high"]
-    assert check.judge({"score": result("score", 0.5)}).outcome == "pass"  # bound inclusive
-    failed = check.judge({"score": result("score", 0.49)})
+    assert check.judge({"score": result("score", 0.5)}, rule=POINT).outcome == "pass"  # bound inclusive
+    failed = check.judge({"score": result("score", 0.49)}, rule=POINT)
     assert failed.outcome == "fail" and "not >= 0.5" in failed.reason
 
 
 def test_relative_verdict_uses_reference_plus_margin(tmp_path):
     check = load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)["leak_like_retain"]
     reference = {"leak": result("leak", 0.10)}
-    ok = check.judge({"leak": result("leak", 0.149)}, reference)
+    ok = check.judge({"leak": result("leak", 0.149)}, reference, rule=POINT)
     assert ok.outcome == "pass" and ok.bound == pytest.approx(0.15) and ok.reference_value == 0.10
-    bad = check.judge({"leak": result("leak", 0.151)}, reference)
+    bad = check.judge({"leak": result("leak", 0.151)}, reference, rule=POINT)
     assert bad.outcome == "fail" and "(retain 0.1 + 0.05)" in bad.reason
 
 
@@ -123,9 +127,10 @@ def test_three_outcomes_by_the_interval_and_the_old_rule_by_the_point_estimate(t
     assert decided.outcome == "pass" and decided.decided_by == "interval"
     below = check.judge({"score": result("score", 0.4, ci=(0.35, 0.45))})
     assert below.outcome == "fail" and below.decided_by == "interval"
-    # A value with no interval of its own is decided on its value, and says so.
+    # A value with no interval of its own is not decided: no decision without an interval.
     bare = check.judge({"score": result("score", 0.6)})
-    assert bare.outcome == "pass" and bare.decided_by == "point-estimate" and "no interval" in bare.reason
+    assert bare.outcome == "inconclusive" and bare.decided_by is None and "no interval" in bare.reason
+    assert bare.lean == "pass"
 
 
 def test_overrides_replace_bound_kind_and_validate(tmp_path):
@@ -191,16 +196,16 @@ checks:
 def test_or_bound_passes_under_the_looser_bound_and_stands_alone_without_the_reference(tmp_path):
     check = load_suite_thresholds(write(tmp_path, OR_BOUND), "demo", METRICS)["leak_low"]
     # retain 0.10 + 0.02 = 0.12 is tighter than 0.30: 0.25 passes under the absolute bound.
-    verdict = check.judge({"leak": result("leak", 0.25)}, {"leak": result("leak", 0.10)})
+    verdict = check.judge({"leak": result("leak", 0.25)}, {"leak": result("leak", 0.10)}, rule=POINT)
     assert verdict.outcome == "pass" and verdict.bound == 0.30 and verdict.relative_to is None
     assert "the check's absolute bound, looser than 0.12 (retain 0.1 + 0.02)" in verdict.reason
     # retain 0.40 + 0.02 = 0.42 is looser: 0.41 passes relative to retain, 0.43 fails.
     high = {"leak": result("leak", 0.40)}
-    assert check.judge({"leak": result("leak", 0.41)}, high).outcome == "pass"
-    failed = check.judge({"leak": result("leak", 0.43)}, high)
+    assert check.judge({"leak": result("leak", 0.41)}, high, rule=POINT).outcome == "pass"
+    failed = check.judge({"leak": result("leak", 0.43)}, high, rule=POINT)
     assert failed.outcome == "fail" and failed.bound == pytest.approx(0.42) and failed.relative_to == "retain"
     # No retain model: the absolute bound alone (not skipped).
-    alone = check.judge({"leak": result("leak", 0.31)}, None)
+    alone = check.judge({"leak": result("leak", 0.31)}, None, rule=POINT)
     assert alone.outcome == "fail" and alone.bound == 0.30 and "no --retain-model" in alone.reason
 
 
@@ -212,7 +217,7 @@ def test_full_at_least_makes_a_check_inconclusive_when_the_full_model_holds_noth
     assert verdict.outcome == "inconclusive"
     assert "the full model scores 0.27 on leak, under the 0.35 this check requires" in verdict.reason
     knows = {"full": {"leak": result("leak", 0.9)}}
-    assert check.judge({"leak": result("leak", 0.2)}, {"leak": result("leak", 0.2)}, others=knows).outcome == "pass"
+    assert check.judge({"leak": result("leak", 0.2)}, {"leak": result("leak", 0.2)}, others=knows, rule=POINT).outcome == "pass"
 
 
 def test_a_disabled_check_is_reported_not_gated_until_an_override_enables_it(tmp_path):
@@ -224,7 +229,7 @@ def test_a_disabled_check_is_reported_not_gated_until_an_override_enables_it(tmp
     apply_overrides(write(tmp_path, "demo:\n  score_reported: {enabled: true}\n", "o.yaml"), gates, {"demo": METRICS})
     enabled = gates["demo"]["score_reported"]
     assert enabled.relative_to == "full" and enabled.margin == 0.05
-    assert enabled.judge({"score": result("score", 0.1)}, {"score": result("score", 0.9)}).outcome == "fail"
+    assert enabled.judge({"score": result("score", 0.1)}, {"score": result("score", 0.9)}, rule=POINT).outcome == "fail"
     # A kept or_bound survives an override of the margin; a bound override replaces it.
     apply_overrides(write(tmp_path, "demo:\n  leak_low: {margin: 0.05}\n", "p.yaml"), gates, {"demo": METRICS})
     assert gates["demo"]["leak_low"].or_bound == 0.30 and gates["demo"]["leak_low"].margin == 0.05

@@ -85,7 +85,7 @@ def test_privleak_score_chooses_the_membership_statistic():
     def scores(logprob: float, mean: float) -> TokenScores:
         return TokenScores(np.array([1, 2]), np.full(2, logprob), np.full(2, mean), np.ones(2))
 
-    sets = {"forget": [TofuItem("f", "q", "a", None, ())], "holdout": [TofuItem("h", "q", "a", None, ())]}
+    sets = {"forget": [TofuItem("f", "q", "a", None, (), "f")], "holdout": [TofuItem("h", "q", "a", None, (), "h")]}
     scored = {("forget", 0, "answer", 0): scores(-1.0, -3.0), ("holdout", 0, "answer", 0): scores(-0.5, -0.2)}
     for score, expected in (("minkpp", 1.0), ("mink", 0.0)):
         data = SimpleNamespace(sets=sets, params={"mink_k": 0.5, "privleak_score": score, "convention": "spec"})

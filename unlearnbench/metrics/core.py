@@ -68,6 +68,11 @@ class MetricResult:
     # resampled the same items, so their difference is a paired resample of
     # the difference (evidence.py). Kept in the result cache, not in reports.
     replicates: list[float] | None = None
+    # Each item's cluster (per_item's keys -> the person, document or concept
+    # it is about): items of one cluster are not independent evidence, and the
+    # decision intervals count clusters (evidence.py). None: every item is its
+    # own cluster. Attached by the session from the suite's data (`clusters`).
+    clusters: dict[str, str] | None = None
 
     def to_dict(self) -> dict:
         out = asdict(self)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from typing import Callable
 
 import numpy as np
 
@@ -137,9 +138,12 @@ def retain_deviation(auc_model: float, auc_retain: float) -> float:
 
 def bootstrap_pl_rd(model: dict, retain: dict, score: str, resamples: int = BOOTSTRAP_RESAMPLES):
     """Paired bootstrap over chunks (the same resampled chunks under both
-    models): the bootstrap replicates of PL, |PL| and RD, and how many
-    resamples each of PL and RD had to drop because the retain model's AUC,
-    their denominator, was 0."""
+    models): the bootstrap replicates of PL, |PL| and RD, and how many of the
+    resamples of each of PL and RD are unbounded because the retain model's
+    AUC, their denominator, was 0 there. Such a resample is kept, as +inf
+    (the model's AUC above 0) or 0 (both AUCs 0: the model ranks as the
+    retain model does): dropping it would trim the upper tail of the
+    interval, which favours a pass."""
     hf_m = comparison_matrix(model["holdout"][score], model["forget"][score])
     hf_r = comparison_matrix(retain["holdout"][score], retain["forget"][score])
     rh_m = comparison_matrix(model["retain"][score], model["holdout"][score])
@@ -147,9 +151,16 @@ def bootstrap_pl_rd(model: dict, retain: dict, score: str, resamples: int = BOOT
     h, f, r = bootstrap_indices([hf_m.shape[0], hf_m.shape[1], rh_m.shape[0]], resamples)
     h_m, h_r = resampled_means(hf_m, h, f).tolist(), resampled_means(hf_r, h, f).tolist()
     a_m, a_r = resampled_means(rh_m, r, h).tolist(), resampled_means(rh_r, r, h).tolist()
-    pl = [privacy_leakage(m, ret) for m, ret in zip(h_m, h_r) if ret > 0]
-    rd = [retain_deviation(m, ret) for m, ret in zip(a_m, a_r) if ret > 0]
-    return pl, [abs(v) for v in pl], rd, {"pl": resamples - len(pl), "rd": resamples - len(rd)}
+    pl = [_unbounded_if_zero(privacy_leakage, m, ret) for m, ret in zip(h_m, h_r)]
+    rd = [_unbounded_if_zero(retain_deviation, m, ret) for m, ret in zip(a_m, a_r)]
+    unbounded = {"pl": sum(ret == 0 for ret in h_r), "rd": sum(ret == 0 for ret in a_r)}
+    return pl, [abs(v) for v in pl], rd, unbounded
+
+
+def _unbounded_if_zero(relative: Callable[[float, float], float], model_auc: float, retain_auc: float) -> float:
+    if retain_auc > 0:
+        return relative(model_auc, retain_auc)
+    return math.inf if model_auc > 0 else 0.0
 
 
 # ---------------------------------------------- the membership metrics
@@ -181,7 +192,7 @@ def membership_metrics(own: dict, retain: dict | None, params: dict, score: str 
     a_m = auc(own["retain"][score], own["holdout"][score])
     a_r = auc(retain["retain"][score], retain["holdout"][score])
     out["mia_auc_holdout_forget"].details["retain_auc_holdout_forget"] = h_r
-    pl_reps, pl_abs_reps, rd_reps, dropped = bootstrap_pl_rd(own, retain, score)
+    pl_reps, pl_abs_reps, rd_reps, unbounded = bootstrap_pl_rd(own, retain, score)
     common = {"score": score, "auc_holdout_forget": {"model": h_m, "retain": h_r},
               "auc_retain_holdout": {"model": a_m, "retain": a_r}}
     pl_params = {**params, "score": score, "sign_convention": PL_SIGN}
@@ -196,7 +207,7 @@ def membership_metrics(own: dict, retain: dict | None, params: dict, score: str 
         out["privacy_leakage_magnitude"] = Unavailable("privacy_leakage_magnitude", reason)
     else:
         pl = privacy_leakage(h_m, h_r, epsilon)
-        pl_details = {**common, "bootstrap_resamples_dropped": dropped["pl"]}
+        pl_details = {**common, "bootstrap_resamples_unbounded": unbounded["pl"]}
         out["privacy_leakage"] = MetricResult("privacy_leakage", pl, n, **replicated(pl_reps), higher_is_better=False,
                                               params=pl_params, details=pl_details, ideal=0.0)
         out["privacy_leakage_magnitude"] = MetricResult("privacy_leakage_magnitude", abs(pl), n, **replicated(pl_abs_reps),
@@ -208,7 +219,7 @@ def membership_metrics(own: dict, retain: dict | None, params: dict, score: str 
     else:
         out["retain_deviation"] = MetricResult(
             "retain_deviation", retain_deviation(a_m, a_r), n, **replicated(rd_reps), higher_is_better=False,
-            params={**params, "score": score}, details={**common, "bootstrap_resamples_dropped": dropped["rd"]})
+            params={**params, "score": score}, details={**common, "bootstrap_resamples_unbounded": unbounded["rd"]})
     return out
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from unlearnbench.registry import Registry
+from unlearnbench.rule import METRIC_KINDS
 
 ENTRY_POINT_GROUP = "unlearnbench.suites"
 # The zoo's unlearning family: what most suites evaluate by default (a test
@@ -44,6 +45,16 @@ class Metric:
     utility: bool = False
     # Plotted on a log axis (a p-value, spanning decades): the leaderboard's trade-off plots.
     log_scale: bool = False
+    # What its items are, which picks its decision interval (evidence.KINDS, docs/verdicts.md):
+    # "binary" (0/1 items), "bounded" (items on `scale`), "unbounded", or "set" (a set-level value with
+    # bootstrap replicates). None: "bounded" where a scale is declared, else "unbounded".
+    kind: str | None = None
+
+    def __post_init__(self):
+        if self.kind is None:
+            object.__setattr__(self, "kind", "bounded" if self.scale is not None else "unbounded")
+        if self.kind not in METRIC_KINDS:
+            raise ValueError(f"metric {self.name}: kind must be one of {', '.join(METRIC_KINDS)}, not {self.kind!r}")
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,10 @@ class SuiteSpec:
         return {m.name: m.scale for m in self.metrics if m.scale is not None}
 
     @property
+    def kind_of(self) -> dict[str, str]:
+        return {m.name: m.kind for m in self.metrics}
+
+    @property
     def utility_metrics(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.metrics if m.utility)
 
@@ -130,9 +145,10 @@ def on_zoo_family(**spec) -> SuiteSpec:
     return SuiteSpec(default_checkpoints=FAMILY, default_references=ZOO_REFERENCES, default_data="zoo", **spec)
 
 
-def metric_set(names, *, scale: tuple[float, float] | None = None, utility=()) -> tuple[Metric, ...]:
-    """Metric declarations for `names`, all on `scale`; those in `utility` are utility metrics."""
-    return tuple(Metric(n, scale=scale, utility=n in utility) for n in names)
+def metric_set(names, *, scale: tuple[float, float] | None = None, utility=(), kind: str | None = None
+               ) -> tuple[Metric, ...]:
+    """Metric declarations for `names`, all on `scale` and of `kind`; those in `utility` are utility metrics."""
+    return tuple(Metric(n, scale=scale, utility=n in utility, kind=kind) for n in names)
 
 
 def zoo_defaults(suite: str, zoo_extra: tuple[str, ...] = ()) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ SPEC = on_zoo_family(
     metrics=(*metric_set(("harm_mem", "help_ret", "harm_qa", "help_qa"), scale=UNIT, utility=UTILITY),
              Metric("harm_score"), Metric("help_score", utility=True),
              Metric("judge_failure_rate", scale=UNIT, utility=True),
-             *metric_set(("ctxt_sep", "ctxt_sep_macro", "rouge_sep"), scale=(-1.0, 1.0))),
+             *metric_set(("ctxt_sep", "ctxt_sep_macro", "rouge_sep"), scale=(-1.0, 1.0), kind="set")),
     loader="unlearnbench.suites.conceptguard.data:load",
     evaluator="unlearnbench.suites.conceptguard.metrics:evaluate",
     zoo_data="unlearnbench.suites.conceptguard.zoo:write",

@@ -49,6 +49,11 @@ class ConceptGuardData:
     def concepts(self) -> list[str]:
         return sorted({p.concept for p in self.pairs})
 
+    @property
+    def clusters(self) -> dict[str, str]:
+        """Each scored item (a pair's harmful or benign side) -> its concept."""
+        return {f"{p.id}:{side}": p.concept for p in self.pairs for side in ("harmful", "benign")}
+
 
 def load(source: str | Path | None, options: dict | None = None) -> ConceptGuardData:
     if source is None:

@@ -13,13 +13,13 @@ SPEC = on_zoo_family(
         *metric_set(("ufk_rougeL_recall", "ufk_rougeL_f1", "sk_rougeL_recall", "sk_rougeL_f1", "urk_rougeL_recall",
                      "urk_rougeL_f1"), scale=UNIT,
                     utility=("sk_rougeL_recall", "sk_rougeL_f1", "urk_rougeL_recall", "urk_rougeL_f1")),
-        Metric("mia_auc_holdout_forget", scale=UNIT), Metric("privacy_leakage"), Metric("privacy_leakage_magnitude"),
-        Metric("retain_deviation", utility=True),
+        Metric("mia_auc_holdout_forget", scale=UNIT, kind="set"), Metric("privacy_leakage", kind="set"),
+        Metric("privacy_leakage_magnitude", kind="set"), Metric("retain_deviation", utility=True, kind="set"),
     ),
     loader="unlearnbench.suites.dusk.data:load",
     evaluator="unlearnbench.suites.dusk.metrics:evaluate",
     zoo_data="unlearnbench.suites.dusk.zoo:write",
-    version=3,  # 3: set-level metrics keep their bootstrap replicates (paired decisions)
+    version=4,  # 4: PL and RD keep the resamples whose retain AUC is 0 (as +inf)
     headline=(("forget", "verbatim_rougeL_f1"), ("utility", "sk_rougeL_recall")),
     # data.dusk.DEFAULT_PARAMS' keys (a test keeps them equal; the data module needs scipy)
     options=("forget_style", "icl_shots", "qa_max_new_tokens", "verbatim_max_new_tokens", "verbatim_reference_tokens",

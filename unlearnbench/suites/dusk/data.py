@@ -27,7 +27,7 @@ from pathlib import Path
 
 from unlearnbench.data.jsonl import (COUNT, PROPORTION, Range, fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
                                      read_json_list, read_records, suite_params)
-from unlearnbench.data.records import QAItem, VerbatimItem
+from unlearnbench.data.records import QAItem, VerbatimItem, clusters_of, record_cluster
 from unlearnbench.errors import DataError
 
 STYLES = ("Chronological", "Feature_Story", "Interview", "Inverted_Pyramid", "Listicle")
@@ -70,6 +70,10 @@ class DuskData:
     source: str = ""
 
     @property
+    def clusters(self) -> dict[str, str]:
+        return clusters_of(*self.qa.values(), self.verbatim)
+
+    @property
     def forget_style(self) -> str:
         return self.params["forget_style"]
 
@@ -91,7 +95,7 @@ def dusk_params(data_params: dict, options: dict, source: object) -> dict:
 
 
 def _qa(path: Path, prefix: str) -> list[QAItem]:
-    return [QAItem(f"{prefix}-{i}", r["question"], r["answer"])
+    return [QAItem(f"{prefix}-{i}", r["question"], r["answer"], record_cluster(r))
             for i, r in enumerate(read_records(path, ["question", "answer"], id_field=""))]
 
 
@@ -137,7 +141,7 @@ def _verbatim(path: Path) -> list[VerbatimItem]:
     for i, row in enumerate(rows):
         if not isinstance(row, dict) or not all(isinstance(row.get(k), str) and row[k] for k in ("prompt", "gt")):
             raise DataError(path, f"item {i}: needs non-empty string fields 'prompt' and 'gt'")
-        items.append(VerbatimItem(f"verbatim-{i}", row["prompt"], row["gt"]))
+        items.append(VerbatimItem(f"verbatim-{i}", row["prompt"], row["gt"], record_cluster(row)))
     return items
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from unlearnbench.data.jsonl import COUNT, COUNT_OR_ALL, fingerprint_files, merge_params, params_digest, read_records
+from unlearnbench.data.records import clusters_of, record_cluster
 from unlearnbench.errors import DataError
 
 SETS = ("forget", "retain", "unknown")
@@ -42,6 +43,7 @@ class HonestyItem:
     answer: str
     kind: str = ""  # explicit kind from the data; inferred for MCQ when empty
     choices: tuple[str, ...] = ()  # user-given MCQ options (contain the answer)
+    cluster: str | None = None  # the person or source it asks about: None, its own cluster
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,10 @@ class HonestyData:
     params: dict
     fingerprint: str
     source: str
+
+    @property
+    def clusters(self) -> dict[str, str]:
+        return clusters_of(*self.sets.values())
 
 
 def _items_jsonl(path: Path, prefix: str) -> list[HonestyItem]:
@@ -72,12 +78,14 @@ def _items_jsonl(path: Path, prefix: str) -> list[HonestyItem]:
                 raise DataError(path, "field 'choices' does not contain the answer", line=number)
             if len(set(choices)) != N_CHOICES:
                 raise DataError(path, "field 'choices' has repeated options", line=number)
-        items.append(HonestyItem(item_id, record["question"], record["answer"], kind, tuple(choices)))
+        items.append(HonestyItem(item_id, record["question"], record["answer"], kind, tuple(choices),
+                                 record_cluster(record)))
     return items
 
 
 def _from_qa(items, prefix: str) -> list[HonestyItem]:
-    return [HonestyItem(f"{prefix}-{i}", q.question, q.answer) for i, q in enumerate(items)]
+    return [HonestyItem(f"{prefix}-{i}", q.question, q.answer, cluster=q.cluster)
+            for i, q in enumerate(items)]
 
 
 def _from_dusk(source: str, options: dict) -> tuple[dict, list[Path] | str]:

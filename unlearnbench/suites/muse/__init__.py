@@ -13,13 +13,14 @@ SPEC = on_zoo_family(
                      "knowmem_forget_rougeL_f1"), scale=UNIT),
         *metric_set(("knowmem_retain_rougeL_recall", "knowmem_retain_rougeL_f1"), scale=UNIT,
                     utility=("knowmem_retain_rougeL_recall", "knowmem_retain_rougeL_f1")),
-        Metric("mia_auc_holdout_forget", scale=UNIT),
-        Metric("privleak"), Metric("privleak_magnitude"), Metric("retain_deviation", utility=True),  # percentages
+        Metric("mia_auc_holdout_forget", scale=UNIT, kind="set"),
+        *metric_set(("privleak", "privleak_magnitude"), kind="set"),  # percentages
+        Metric("retain_deviation", utility=True, kind="set"),
     ),
     loader="unlearnbench.suites.muse.data:load",
     evaluator="unlearnbench.suites.muse.metrics:evaluate",
     zoo_data="unlearnbench.suites.muse.zoo:write",
-    version=4,  # 4: set-level metrics keep their bootstrap replicates (paired decisions)
+    version=5,  # 5: PL and RD keep the resamples whose retain AUC is 0 (as +inf)
     headline=(("forget", "verbmem_rougeL_f1"), ("utility", "knowmem_retain_rougeL_f1")),
     options=("max_items", "verbmem_max_new_tokens", "knowmem_max_new_tokens", "icl_shots", "privleak_max_tokens",
              "mink_k", "privleak_score", "convention", "reference_system_prompt"),

@@ -30,7 +30,7 @@ from pathlib import Path
 from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, PROPORTION, Range, fingerprint_files, merge_params, params_digest, parquet_rows,
                                      suite_folder, suite_params)
 from unlearnbench.data.openunlearning import AUTO, convention_params
-from unlearnbench.data.records import QAItem, VerbatimItem
+from unlearnbench.data.records import QAItem, VerbatimItem, clusters_of, record_cluster
 from unlearnbench.errors import DataError
 
 # OpenUnlearning's MUSE settings: 128 new tokens for VerbMem, 32 for KnowMem,
@@ -64,6 +64,10 @@ class MuseData:
     params: dict
     fingerprint: str
     source: str
+
+    @property
+    def clusters(self) -> dict[str, str]:
+        return clusters_of(self.verbmem, *self.knowmem.values())
 
     def icl(self, split: str) -> list[QAItem]:
         """The in-context examples for `split` (forget_qa or retain_qa)."""
@@ -136,8 +140,10 @@ def load(source: str | Path | None, options: dict | None = None) -> MuseData:
         # The ICL examples are a prompt, not a sample: max_items leaves them whole.
         return rows[(folder, split)] if split.endswith("_icl") else rows[(folder, split)][:keep]
 
-    verbmem = [VerbatimItem(f"verbmem-{i}", r["prompt"], r["gt"]) for i, r in enumerate(first("verbmem", "forget"))]
-    knowmem = {split: [QAItem(f"{split}-{i}", r["question"], r["answer"]) for i, r in enumerate(first(folder, split))]
+    verbmem = [VerbatimItem(f"verbmem-{i}", r["prompt"], r["gt"], record_cluster(r))
+               for i, r in enumerate(first("verbmem", "forget"))]
+    knowmem = {split: [QAItem(f"{split}-{i}", r["question"], r["answer"], record_cluster(r))
+                       for i, r in enumerate(first(folder, split))]
                for folder, split in SPLITS if folder == "knowmem"}
     privleak = {split: [r["text"] for r in first(folder, split)] for folder, split in SPLITS if folder == "privleak"}
     return MuseData(verbmem=verbmem, knowmem=knowmem, privleak=privleak, params=params,

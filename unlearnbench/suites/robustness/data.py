@@ -48,6 +48,12 @@ class RobustnessData:
     fingerprint: str
     source: str
 
+    @property
+    def clusters(self) -> dict[str, str]:
+        """The probes' items' clusters, as their own suites' data name them."""
+        return {item: cluster for data in self.probe_data.values() for item, cluster in
+                (getattr(data, "clusters", None) or {}).items()}
+
 
 def _names(value: str, known: tuple[str, ...], what: str, source) -> tuple[str, ...]:
     names = tuple(n.strip() for n in value.split(",") if n.strip())

@@ -43,6 +43,7 @@ class TofuItem:
     answer: str
     paraphrased: str | None  # forget and retain sets
     perturbed: tuple[str, ...]  # empty for the holdout set
+    cluster: str  # the author it asks about (docs/suites/tofu.md)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,17 @@ class TofuData:
     fingerprint: str
     source: str
 
+    @property
+    def clusters(self) -> dict[str, str]:
+        return {item.id: item.cluster for items in self.sets.values() for item in items}
+
+
+# TOFU's files list 20 questions per fictitious author, author after author:
+# without a `cluster` field, an item of those sets is in the cluster of its
+# index // 20; real authors and world facts are one cluster per question.
+QUESTIONS_PER_AUTHOR = 20
+AUTHOR_SETS = ("forget", "retain", "holdout")
+
 
 def _files(split: str) -> dict[str, str]:
     return {"forget": f"{split}_perturbed", "retain": "retain_perturbed", "real_authors": "real_authors_perturbed",
@@ -60,8 +72,14 @@ def _files(split: str) -> dict[str, str]:
 
 def _read(path: Path, name: str, strings: tuple[str, ...], lists: tuple[str, ...]) -> list[TofuItem]:
     rows = read_records(path, strings, id_field="", lists=lists)
+
+    def cluster(i: int, row: dict) -> str:
+        if row.get("cluster") is not None:
+            return f"{name}:{row['cluster']}"
+        return f"{name}:author-{i // QUESTIONS_PER_AUTHOR}" if name in AUTHOR_SETS else f"{name}-{i}"
+
     return [TofuItem(f"{name}-{i}", row["question"], row["answer"], row.get("paraphrased_answer"),
-                     tuple(row.get("perturbed_answer") or ())) for i, row in enumerate(rows)]
+                     tuple(row.get("perturbed_answer") or ()), cluster(i, row)) for i, row in enumerate(rows)]
 
 
 def load(source: str | Path | None, options: dict | None = None) -> TofuData:

@@ -9,7 +9,7 @@ pass (probabilities, truth ratios, memorization, Min-K%++) and one greedy pass
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 from scipy.stats import hmean, ks_2samp
@@ -17,7 +17,7 @@ from scipy.stats import hmean, ks_2samp
 from unlearnbench.data.openunlearning import floor_count
 from unlearnbench.errors import MissingCapability
 from unlearnbench.metrics import mia, openunlearning
-from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
+from unlearnbench.metrics.core import MetricResult, References, Unavailable, bootstrap_indices, mean_result, replicated
 from unlearnbench.metrics.dialogue import STOP_STRINGS, first_turn_prompt
 from unlearnbench.metrics.memorization import exact_memorization, extraction_strength
 from unlearnbench.metrics.text import rouge
@@ -71,6 +71,37 @@ def forget_quality(model_ratios: Sequence[float], retain_ratios: Sequence[float]
     the retain model's forget truth ratios (scipy's `ks_2samp`, two-sided)."""
     return float(ks_2samp(np.asarray(model_ratios, dtype=np.float64),
                           np.asarray(retain_ratios, dtype=np.float64)).pvalue)
+
+
+def ks_distance_replicates(model_ratios: Sequence[float], retain_ratios: Sequence[float]) -> list[float]:
+    """The bootstrap replicates of the two-sample KS distance between the
+    checkpoint's and the retain model's forget truth ratios, over the same
+    forget items: replicate k resamples items once and takes both models'
+    ratios of those items (paired, drawn by `bootstrap_indices`)."""
+    own = np.asarray(model_ratios, dtype=np.float64)
+    ret = np.asarray(retain_ratios, dtype=np.float64)
+    [rows] = bootstrap_indices([own.size])
+    first, second = np.sort(own[rows], axis=1), np.sort(ret[rows], axis=1)
+    pooled = np.concatenate([first, second], axis=1)
+    out = np.empty(rows.shape[0])
+    for k in range(rows.shape[0]):  # sup |F1 - F2| over the pooled points: both ECDFs at each
+        gap = np.searchsorted(first[k], pooled[k], "right") - np.searchsorted(second[k], pooled[k], "right")
+        out[k] = np.abs(gap).max() / own.size
+    return out.tolist()
+
+
+def model_utility_replicates(parts: Sequence[Sequence[Mapping[str, float]]]) -> list[float]:
+    """The bootstrap replicates of model utility: per set (a list of its
+    three per-item value maps over the same items), one resample of its items
+    per replicate, the three means of those items, and the harmonic mean of
+    all nine means. Drawn by `bootstrap_indices`, so a checkpoint's and its
+    reference's replicate k resample the same items (a paired difference)."""
+    arrays = [np.array([[m[item] for item in metrics[0]] for m in metrics]) for metrics in parts]  # [3, n] per set
+    rows = bootstrap_indices([a.shape[1] for a in arrays])
+    means = np.concatenate([a[:, r].mean(axis=2) for a, r in zip(arrays, rows)])  # [9, B]
+    safe = np.where(means > 0, means, 1.0)
+    utility = means.shape[0] / (1.0 / safe).sum(axis=0)
+    return np.where((means > 0).all(axis=0), utility, 0.0).tolist()
 
 
 def normalised_probability(correct_mean_nll: float, wrong_mean_nlls: Sequence[float], epsilon: float = 0.0) -> float:
@@ -259,7 +290,9 @@ def evaluate(model, data, refs=None) -> dict:
             params=params, details={"aggregate": "mean(max(0, 1 - tr))"})
     parts = [out[f"{short}_{m}"].value for short in SHORT.values() for m in ("prob", "rouge", "truth_ratio")]
     utility = model_utility(parts)
-    out["model_utility"] = MetricResult("model_utility", utility, len(parts), (utility, utility),
+    items = [[out[f"{short}_{m}"].per_item for m in ("prob", "rouge", "truth_ratio")] for short in SHORT.values()]
+    out["model_utility"] = MetricResult("model_utility", utility, sum(len(i[0]) for i in items),
+                                        **replicated(model_utility_replicates(items)),
                                         higher_is_better=True, params=params,
                                         details={"harmonic_mean_of": dict(zip(
                                             [f"{s}_{m}" for s in SHORT.values() for m in ("prob", "rouge",
@@ -268,12 +301,19 @@ def evaluate(model, data, refs=None) -> dict:
         "retain-statistics", {"retain": refs.retain}, params, lambda: reference_statistics(refs.retain, data))
     if retain is None:
         reason = "needs --retain-model (forget quality and privleak compare with the retain model)"
-        out["forget_quality"] = Unavailable("forget_quality", reason)
-        out["privleak"] = Unavailable("privleak", reason)
+        for name in ("forget_quality", "forget_ks_distance", "privleak"):
+            out[name] = Unavailable(name, reason)
         return out
-    quality = forget_quality(list(forget_tr.values()), list(retain["forget_truth_ratios"].values()))
+    model_ratios = list(forget_tr.values())
+    retain_ratios = [retain["forget_truth_ratios"][item] for item in forget_tr]
+    quality = forget_quality(model_ratios, retain_ratios)
     out["forget_quality"] = MetricResult("forget_quality", quality, len(forget_tr), (quality, quality),
                                          higher_is_better=True, params={**params, "test": "scipy ks_2samp"})
+    distance = float(ks_2samp(np.asarray(model_ratios), np.asarray(retain_ratios)).statistic)
+    out["forget_ks_distance"] = MetricResult(
+        "forget_ks_distance", distance, len(forget_tr), **replicated(ks_distance_replicates(model_ratios, retain_ratios)),
+        higher_is_better=False, params={**params, "test": "two-sample KS distance, paired bootstrap over forget items"},
+        ideal=0.0)
     if not membership or retain["membership_auc"] is None:
         out["privleak"] = Unavailable("privleak", f"Min-K%++ needs the full next-token distribution, which the "
                                                   f"backend of {model.name} or the retain model does not give")

@@ -10,7 +10,8 @@ UTILITY = ("mmlu", "mmlu_college_biology", "mmlu_virology", "mmlu_college_comput
 
 SPEC = on_zoo_family(
     name="wmdp",
-    metrics=(*metric_set(FORGET, scale=UNIT), *metric_set(UTILITY, scale=UNIT, utility=UTILITY)),
+    metrics=(*metric_set(FORGET, scale=UNIT, kind="binary"),
+             *metric_set(UTILITY, scale=UNIT, utility=UTILITY, kind="binary")),
     loader="unlearnbench.suites.wmdp.data:load",
     evaluator="unlearnbench.suites.wmdp.metrics:evaluate",
     zoo_data="unlearnbench.suites.wmdp.zoo:write",

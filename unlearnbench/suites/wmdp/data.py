@@ -27,6 +27,7 @@ from pathlib import Path
 
 from unlearnbench.data.jsonl import (COUNT_OR_ALL, fingerprint_files, merge_params, params_digest, suite_folder,
                                      suite_params)
+from unlearnbench.data.records import clusters_of, record_cluster
 from unlearnbench.errors import DataError
 
 WMDP_SUBSETS = ("wmdp-bio", "wmdp-cyber", "wmdp-chem")
@@ -46,6 +47,7 @@ class ChoiceItem:
     question: str
     choices: tuple[str, ...]
     answer: int
+    cluster: str | None = None  # the source several questions share (the zoo's person); None: its own
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,10 @@ class WmdpData:
     fingerprint: str
     source: str
     mmlu_source: str | None  # None: no MMLU data
+
+    @property
+    def clusters(self) -> dict[str, str]:
+        return clusters_of(*self.wmdp.values(), *self.mmlu.values())
 
 
 def load(source: str | Path | None, options: dict | None = None) -> WmdpData:
@@ -173,7 +179,7 @@ def _item(row: object, path: Path, line: int, subset: str, index: int) -> Choice
                         line=line)
     if not 0 <= answer < len(choices):
         raise DataError(path, f"answer index {answer} out of range for {len(choices)} choices", line=line)
-    return ChoiceItem(f"{subset}-{index}", subset, question, tuple(choices), answer)
+    return ChoiceItem(f"{subset}-{index}", subset, question, tuple(choices), answer, record_cluster(row))
 
 
 def _short(value: object) -> str:

@@ -1,0 +1,223 @@
+"""How often a verdict is wrong: false-pass and false-fail rates of the
+decision intervals (unlearnbench/evidence.py), simulated at the bound, and
+the power at `n_needed`.
+
+For each metric family the suites declare (binary, bounded continuous,
+sparse bounded, tied paired differences, set-level AUC), each item count n,
+cluster count G and within-cluster correlation rho, many checkpoints are
+drawn whose true value sits exactly on a check's bound. An interval rule
+with level alpha should then pass at most alpha/2 of them (the interval
+wholly on the pass side) and fail at most alpha/2 (wholly on the fail side).
+The checks are made through `Check.judge`, the code a run uses, on
+MetricResults with clusters, as the suites produce them.
+
+Power: a checkpoint whose true value is one `mde` (at 80% power) from the
+bound, drawn at the n `n_needed` names, should be decided at least 80% of
+the time.
+
+    python benchmarks/calibration.py            # the full table (docs/verdicts.md), ~20 min on 2 cores
+    python benchmarks/calibration.py --quick    # the subset the tests run, ~1 min
+
+Each row prints the family, n, G, rho, the false-pass and false-fail rates
+with their Monte Carlo standard error, and the share decided. Exits 1 when a
+rate exceeds alpha/2 by more than three Monte Carlo standard errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from unlearnbench.metrics.core import MetricResult, bootstrap_indices, mean_result, replicated, seeded
+from unlearnbench.metrics.mia import auc, comparison_matrix, resampled_means
+from unlearnbench.rule import DecisionRule
+from unlearnbench.thresholds import Check
+
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Family:
+    """A metric family: how items are drawn around a true value, and the check judging them."""
+
+    name: str
+    kind: str
+    scale: tuple[float, float] | None
+    relative: bool  # judged as a paired difference from a reference model
+    bound: float  # the true value (or true difference) the checkpoints sit on
+
+
+FAMILIES = (
+    Family("binary share", "binary", (0.0, 1.0), False, 0.2),
+    Family("binary paired difference", "binary", (0.0, 1.0), True, -0.1),
+    Family("bounded continuous (Beta)", "bounded", (0.0, 1.0), False, 0.4),
+    Family("sparse bounded (85% zeros)", "bounded", (0.0, 1.0), False, 0.075),
+    Family("tied paired difference (70% ties)", "bounded", (0.0, 1.0), True, -0.05),
+    Family("unbounded (normal)", "unbounded", None, False, 1.0),
+    Family("set-level AUC", "set", (0.0, 1.0), False, 0.6),
+)
+
+
+def _cluster_effects(rng, groups: int, rho: float, mean: float) -> np.ndarray:
+    """Each cluster's mean: Beta around `mean` with intra-cluster correlation rho (all `mean` at rho 0)."""
+    if rho == 0:
+        return np.full(groups, mean)
+    concentration = (1 - rho) / rho
+    return rng.beta(mean * concentration, (1 - mean) * concentration, groups)
+
+
+def draw(family: Family, rng, n: int, groups: int, rho: float, shift: float = 0.0):
+    """(candidate values, reference values or None, cluster ids) for one simulated checkpoint
+    whose true value is the bound + shift."""
+    clusters = np.arange(n) % groups
+    truth = family.bound + shift
+    if family.name.startswith("binary share"):
+        p = _cluster_effects(rng, groups, rho, truth)[clusters]
+        return (rng.random(n) < p).astype(float), None, clusters
+    if family.name.startswith("binary paired"):
+        # the reference knows 80% (clustered); the candidate loses known items (truth < 0) or gains unknown ones
+        ref = (rng.random(n) < _cluster_effects(rng, groups, rho, 0.8)[clusters]).astype(float)
+        flip = rng.random(n) < (-truth / 0.8 if truth < 0 else truth / 0.2)
+        return np.where(flip & (ref == (1.0 if truth < 0 else 0.0)), 1 - ref, ref), ref, clusters
+    if family.name.startswith("bounded continuous"):
+        means = _cluster_effects(rng, groups, rho, truth)[clusters]
+        return rng.beta(means * 4, (1 - means) * 4), None, clusters
+    if family.name.startswith("sparse"):
+        # a share `truth / 0.5` of items score U(0, 1), clustered; the rest 0: the mean is `truth`
+        hit = _cluster_effects(rng, groups, rho, min(truth / 0.5, 0.99))[clusters]
+        return np.where(rng.random(n) < hit, rng.uniform(0, 1, n), 0.0), None, clusters
+    if family.name.startswith("tied"):
+        ref = np.clip(_cluster_effects(rng, groups, rho, 0.5)[clusters] + rng.normal(0, 0.05, n), 0.2, 0.8)
+        moved = rng.random(n) < 0.3  # 70% of items score the same under both models
+        return np.where(moved, ref + rng.normal(truth / 0.3, 0.05, n), ref), ref, clusters
+    if family.name.startswith("unbounded"):
+        effect = rng.normal(0, math.sqrt(rho), groups)[clusters]
+        return truth + effect + rng.normal(0, math.sqrt(1 - rho), n), None, clusters
+    raise ValueError(family.name)
+
+
+def _auc_result(rng, n: int, shift: float) -> MetricResult:
+    """An AUC(holdout, forget) over n/2 + n/2 scores whose true AUC is the bound + shift."""
+    from scipy.stats import norm
+
+    half = max(2, n // 2)
+    delta = math.sqrt(2) * norm.ppf(min(0.999, max(0.001, FAMILIES[-1].bound + shift)))
+    holdout, forget = rng.normal(delta, 1, half), rng.normal(0, 1, half)
+    matrix = comparison_matrix(list(holdout), list(forget))
+    h, f = bootstrap_indices([half, half], 1000)
+    reps = resampled_means(matrix, h, f)
+    return MetricResult("m", auc(list(holdout), list(forget)), 2 * half, higher_is_better=True,
+                        **replicated(reps.tolist()))
+
+
+def _result(values: np.ndarray, clusters: np.ndarray) -> MetricResult:
+    result = mean_result("m", {f"q{i}": float(v) for i, v in enumerate(values)}, higher_is_better=True)
+    result.clusters = {f"q{i}": f"c{c}" for i, c in enumerate(clusters)}
+    return result
+
+
+def judge_once(family: Family, rng, n: int, groups: int, rho: float, shift: float = 0.0):
+    """The verdict on one simulated checkpoint."""
+    check = Check(suite="sim", name="c", metric="m", direction="at_least", rationale="r", source="sim",
+                  kind=family.kind, scale=family.scale,
+                  **({"relative_to": "retain", "margin": -family.bound} if family.relative else {"bound": family.bound}))
+    if family.kind == "set":
+        return check.judge({"m": _auc_result(rng, n, shift)})
+    own, ref, clusters = draw(family, rng, n, groups, rho, shift)
+    if family.relative:
+        # at_least retain - margin with margin = -bound: the true difference sits on -margin
+        return check.judge({"m": _result(own, clusters)}, {"m": _result(ref, clusters)})
+    return check.judge({"m": _result(own, clusters)})
+
+
+def rates(family: Family, n: int, groups: int, rho: float, reps: int, seed: int) -> dict:
+    """False-pass and false-fail rates at the bound (pass: the interval wholly
+    above it, fail: wholly below; direction at_least)."""
+    rng = np.random.default_rng(seed)
+    passed = failed = 0
+    with seeded(seed):
+        for _ in range(reps):
+            verdict = judge_once(family, rng, n, groups, rho)
+            passed += verdict.outcome == "pass"
+            failed += verdict.outcome == "fail"
+    mc = math.sqrt(ALPHA / 2 * (1 - ALPHA / 2) / reps)
+    return {"false_pass": passed / reps, "false_fail": failed / reps, "mc_se": mc}
+
+
+def power_at_needed(family: Family, n: int, groups: int, rho: float, reps: int, seed: int) -> dict | None:
+    """The n that `n_needed` names for a distance d from the bound is the n at
+    which d is the 80%-power `mde`: so put the true value one mde (the median
+    over 50 pilot checkpoints at n items on the bound) past the bound, and
+    count how often fresh checkpoints at n items are decided on that side."""
+    rng = np.random.default_rng(seed)
+    with seeded(seed):
+        pilots = [judge_once(family, rng, n, groups, rho).mde for _ in range(50)]
+        pilots = [m for m in pilots if m and math.isfinite(m)]
+        if not pilots:
+            return None
+        shift = float(np.median(pilots))
+        decided = sum(judge_once(family, rng, n, groups, rho, shift=shift).outcome == "pass" for _ in range(reps))
+    return {"power": decided / reps, "shift": shift, "mc_se": math.sqrt(0.8 * 0.2 / reps)}
+
+
+GRID = {"n": (6, 12, 24, 128, 400), "clusters": ("n", 2, 4, 16, 40), "rho": (0.0, 0.2, 0.5)}
+QUICK = ((6, "n", 0.0), (24, "n", 0.0), (24, 4, 0.2), (128, 16, 0.2), (128, 16, 0.5))
+
+
+def rows(quick: bool):
+    if quick:
+        yield from QUICK
+        return
+    for n, g, rho in itertools.product(GRID["n"], GRID["clusters"], GRID["rho"]):
+        groups = n if g == "n" else g
+        if groups > n or (g == "n" and rho > 0) or (groups == n and g != "n"):
+            continue
+        yield n, g, rho
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the subset the tests run")
+    parser.add_argument("--reps", type=int, default=None, help="simulated checkpoints per row (default 2000, quick 400)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--family", default="", help="only the families whose name contains this")
+    args = parser.parse_args(argv)
+    reps = args.reps or (400 if args.quick else 2000)
+    worst = 0.0
+    print(f"alpha {ALPHA}: each rate should be at most {ALPHA / 2} (+ 3 Monte Carlo SE); {reps} checkpoints a row")
+    print("| family | n | G | rho | false pass | false fail | decided |")
+    print("|---|---|---|---|---|---|---|")
+    families = [f for f in FAMILIES if args.family in f.name]
+    for family in families:
+        for n, g, rho in rows(args.quick):
+            groups = n if g == "n" else g
+            if family.kind == "set" and g != "n":
+                continue  # the AUC's items are its chunks: resampled as items
+            r = rates(family, n, groups, rho, reps, args.seed)
+            excess = max(r["false_pass"], r["false_fail"]) - ALPHA / 2 - 3 * r["mc_se"]
+            worst = max(worst, excess)
+            flag = "  <-- over" if excess > 0 else ""
+            print(f"| {family.name} | {n} | {groups} | {rho:g} | {r['false_pass']:.3f} | {r['false_fail']:.3f} | "
+                  f"{r['false_pass'] + r['false_fail']:.3f} |{flag}", flush=True)
+    print("\npower at n_needed (true value one 80%-power mde from the bound):")
+    print("| family | n | G | rho | mde | power |")
+    print("|---|---|---|---|---|---|")
+    for family in families:
+        if family.kind == "set":
+            continue
+        for n, g, rho in ((24, "n", 0.0), (128, 16, 0.2)):
+            groups = n if g == "n" else g
+            found = power_at_needed(family, n, groups, rho, max(100, reps // 4), args.seed + 1)
+            if found:
+                print(f"| {family.name} | {n} | {groups} | {rho:g} | {found['shift']:.3g} | {found['power']:.2f} |",
+                      flush=True)
+    return 1 if worst > 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
