@@ -68,21 +68,21 @@ def test_an_unbounded_mean_gets_the_t_interval_with_t_of_clusters_minus_one():
 
 
 def test_a_bounded_mean_worked_by_hand_quasibinomial_wilson():
-    # Six items all 0 on [0, 1]: every item at an end of the scale, so as many
-    # as six 0/1 items; a variance read from the items gets t(5) in place of z:
-    # n_eff = 6 (z / t(0.975, 5))^2 and Wilson's 0-of-n upper end z^2 / (n_eff + z^2).
+    # Six items all 0 on [0, 1]: every item at an end of the scale, so six 0/1
+    # items: Wilson's 0-of-6 upper end z^2 / (6 + z^2).
     z, t5 = stats.norm.isf(0.025), stats.t.isf(0.025, 5)
-    n_eff = 6 * (z / t5) ** 2
     estimate = value_estimate(scores([0.0] * 6), "bounded", (0.0, 1.0))
     low, high = estimate.interval(0.05)
     assert estimate.method == "wilson-quasibinomial" and estimate.value == 0
-    assert low == pytest.approx(0, abs=1e-12) and high == pytest.approx(z**2 / (n_eff + z**2), rel=1e-9)
-    # Spread values on a scale of [0, 2]: on the unit scale m = 0.35, sum of squared residuals 0.17,
-    # n_eff = m (1 - m) n^2 / 0.17 = 0.2275 * 16 / 0.17 = 21.412 (less spread than 0/1 items: worth more).
+    assert low == pytest.approx(0, abs=1e-12) and high == pytest.approx(z**2 / (6 + z**2), rel=1e-9)
+    assert estimate.interval(0.05) == pytest.approx(proportion_confint(0, 6, method="wilson"), abs=1e-12)
+    # Spread values on a scale of [0, 2]: on the unit scale m = 0.35, sum of squared residuals 0.17, and one
+    # pseudo-item at each end adds m^2 + (1 - m)^2 = 0.545: n_eff = m (1 - m) n^2 / 0.715 = 3.64 / 0.715 = 5.0909.
     values = [0.2, 0.4, 1.2, 1.0]
     unit = np.asarray(values) / 2
-    n_eff = unit.mean() * (1 - unit.mean()) * 16 / ((unit - unit.mean()) ** 2).sum()
-    assert n_eff == pytest.approx(21.411765, rel=1e-6)
+    m = unit.mean()
+    n_eff = m * (1 - m) * 16 / (((unit - m) ** 2).sum() + m**2 + (1 - m) ** 2)
+    assert n_eff == pytest.approx(5.090909, rel=1e-6)
     expected = proportion_confint(0.35 * n_eff * (z / stats.t.isf(0.025, 3)) ** 2,
                                   n_eff * (z / stats.t.isf(0.025, 3)) ** 2, method="wilson")
     got = value_estimate(scores(values), "bounded", (0.0, 2.0))
