@@ -16,11 +16,13 @@ bound, drawn at the n `n_needed` names, should be decided at least 80% of
 the time.
 
     python benchmarks/calibration.py            # the full table (docs/verdicts.md), ~20 min on 2 cores
-    python benchmarks/calibration.py --quick    # the subset the tests run, ~1 min
+    python benchmarks/calibration.py --quick    # the subset the tests run, ~1 min on one core
 
 Each row prints the family, n, G, rho, the false-pass and false-fail rates
-with their Monte Carlo standard error, and the share decided. Exits 1 when a
-rate exceeds alpha/2 by more than three Monte Carlo standard errors.
+and the share decided. Exits 1 when a per-check rate exceeds alpha/2 (or a
+family's stated limit), a checkpoint's false-FAIL rate under Holm exceeds
+alpha or its false-PASS rate alpha/2, or the power at `n_needed` falls under
+0.8, each by more than three Monte Carlo standard errors.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import argparse
 import itertools
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,6 +52,8 @@ class Family:
     scale: tuple[float, float] | None
     relative: bool  # judged as a paired difference from a reference model
     bound: float  # the true value (or true difference) the checkpoints sit on
+    # A limit measured and stated (docs/verdicts.md), not asserted: the rate this side may reach.
+    known_false_fail: float | None = None
 
 
 FAMILIES = (
@@ -60,6 +64,9 @@ FAMILIES = (
     Family("tied paired difference (70% ties)", "bounded", (0.0, 1.0), True, -0.05),
     Family("unbounded (normal)", "unbounded", None, False, 1.0),
     Family("set-level AUC", "set", (0.0, 1.0), False, 0.6),
+    # A supremum's bootstrap: even reflected (the basic interval), a true distance on the bound is
+    # failed ~20% of the time when the two distributions differ by the same amount over a whole range.
+    Family("set-level KS distance", "set", (0.0, 1.0), False, 0.2, known_false_fail=0.3),
 )
 
 
@@ -106,13 +113,29 @@ def _auc_result(rng, n: int, shift: float) -> MetricResult:
     from scipy.stats import norm
 
     half = max(2, n // 2)
-    delta = math.sqrt(2) * norm.ppf(min(0.999, max(0.001, FAMILIES[-1].bound + shift)))
+    delta = math.sqrt(2) * norm.ppf(min(0.999, max(0.001, FAMILIES[-2].bound + shift)))
     holdout, forget = rng.normal(delta, 1, half), rng.normal(0, 1, half)
     matrix = comparison_matrix(list(holdout), list(forget))
     h, f = bootstrap_indices([half, half], 1000)
     reps = resampled_means(matrix, h, f)
     return MetricResult("m", auc(list(holdout), list(forget)), 2 * half, higher_is_better=True,
                         **replicated(reps.tolist()))
+
+
+def _ks_result(rng, n: int, shift: float) -> MetricResult:
+    """TOFU's forget-quality distance: the KS distance between a checkpoint's
+    and the retain model's truth ratios on the same n items, whose true value
+    is the bound + shift (the checkpoint's ratio of an item is the retain
+    model's plus that much, on uniform ratios), with the suite's paired
+    bootstrap replicates."""
+    from scipy.stats import ks_2samp
+
+    from unlearnbench.suites.tofu.metrics import ks_distance_replicates
+
+    retain = rng.uniform(0, 1, n)
+    own = retain + FAMILIES[-1].bound + shift
+    return MetricResult("m", float(ks_2samp(own, retain).statistic), n, higher_is_better=False,
+                        **replicated(ks_distance_replicates(own.tolist(), retain.tolist())))
 
 
 def _result(values: np.ndarray, clusters: np.ndarray) -> MetricResult:
@@ -126,8 +149,10 @@ def judge_once(family: Family, rng, n: int, groups: int, rho: float, shift: floa
     check = Check(suite="sim", name="c", metric="m", direction="at_least", rationale="r", source="sim",
                   kind=family.kind, scale=family.scale,
                   **({"relative_to": "retain", "margin": -family.bound} if family.relative else {"bound": family.bound}))
-    if family.kind == "set":
+    if family.name == "set-level AUC":
         return check.judge({"m": _auc_result(rng, n, shift)})
+    if family.name == "set-level KS distance":  # at_most: a distance shown below the bound passes
+        return replace(check, direction="at_most").judge({"m": _ks_result(rng, n, -shift)})
     own, ref, clusters = draw(family, rng, n, groups, rho, shift)
     if family.relative:
         # at_least retain - margin with margin = -bound: the true difference sits on -margin
@@ -165,8 +190,35 @@ def power_at_needed(family: Family, n: int, groups: int, rho: float, reps: int, 
     return {"power": decided / reps, "shift": shift, "mc_se": math.sqrt(0.8 * 0.2 / reps)}
 
 
+def checkpoint_rates(checks: int, n: int, reps: int, seed: int, correction: str) -> dict:
+    """A checkpoint's verdict under the family rule: `checks` binary checks
+    (share >= 0.2, n items each). False FAIL: every check's truth on its bound,
+    and any check decided failed (after Holm's correction of the fails, as a
+    run applies it). False PASS: one check on its bound, the others far inside
+    (truth 0.5), and every check passed (an intersection-union test: no
+    correction needed)."""
+    from unlearnbench.evidence import holm_adjusted
+
+    family = FAMILIES[0]
+    rng = np.random.default_rng(seed)
+    false_fail = false_pass = 0
+    for _ in range(reps):
+        verdicts = [judge_once(family, rng, n, n, 0.0) for _ in range(checks)]
+        if correction == "holm":
+            tested = {k: v.p_value for k, v in enumerate(verdicts) if v.p_value is not None}
+            adjusted = holm_adjusted(tested, ALPHA)
+            verdicts = [v if v.outcome != "fail" else
+                        replace(v, outcome="fail" if adjusted[k] <= ALPHA else "inconclusive")
+                        for k, v in enumerate(verdicts)]
+        false_fail += any(v.outcome == "fail" for v in verdicts)
+        rest = [judge_once(family, rng, n, n, 0.0, shift=0.3) for _ in range(checks - 1)]
+        false_pass += all(v.outcome == "pass" for v in [judge_once(family, rng, n, n, 0.0), *rest])
+    return {"false_fail": false_fail / reps, "false_pass": false_pass / reps,
+            "mc_se": math.sqrt(ALPHA * (1 - ALPHA) / reps)}
+
+
 GRID = {"n": (6, 12, 24, 128, 400), "clusters": ("n", 2, 4, 16, 40), "rho": (0.0, 0.2, 0.5)}
-QUICK = ((6, "n", 0.0), (24, "n", 0.0), (24, 4, 0.2), (128, 16, 0.2), (128, 16, 0.5))
+QUICK = ((6, "n", 0.0), (24, "n", 0.0), (128, 16, 0.2))
 
 
 def rows(quick: bool):
@@ -187,7 +239,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--family", default="", help="only the families whose name contains this")
     args = parser.parse_args(argv)
-    reps = args.reps or (400 if args.quick else 2000)
+    reps = args.reps or (200 if args.quick else 2000)
     worst = 0.0
     print(f"alpha {ALPHA}: each rate should be at most {ALPHA / 2} (+ 3 Monte Carlo SE); {reps} checkpoints a row")
     print("| family | n | G | rho | false pass | false fail | decided |")
@@ -199,11 +251,23 @@ def main(argv=None) -> int:
             if family.kind == "set" and g != "n":
                 continue  # the AUC's items are its chunks: resampled as items
             r = rates(family, n, groups, rho, reps, args.seed)
-            excess = max(r["false_pass"], r["false_fail"]) - ALPHA / 2 - 3 * r["mc_se"]
+            fail_limit = family.known_false_fail or ALPHA / 2
+            excess = max(r["false_pass"] - ALPHA / 2, r["false_fail"] - fail_limit) - 3 * r["mc_se"]
             worst = max(worst, excess)
-            flag = "  <-- over" if excess > 0 else ""
+            flag = "  <-- over" if excess > 0 else (" (a stated limit: docs/verdicts.md)" if family.known_false_fail
+                                                     else "")
             print(f"| {family.name} | {n} | {groups} | {rho:g} | {r['false_pass']:.3f} | {r['false_fail']:.3f} | "
                   f"{r['false_pass'] + r['false_fail']:.3f} |{flag}", flush=True)
+    print(f"\na checkpoint of K binary checks (n = 128 each): false FAIL (all on the bound) should be at most "
+          f"{ALPHA} under Holm; false PASS (one on the bound, the rest inside) at most {ALPHA / 2}")
+    print("| K | correction | checkpoint false FAIL | checkpoint false PASS |")
+    print("|---|---|---|---|")
+    for checks in ((5, 30) if not args.quick else (5, 10)):
+        for correction in ("none", "holm"):
+            r = checkpoint_rates(checks, 128, max(100, reps // 2), args.seed + 2, correction)
+            if correction == "holm":
+                worst = max(worst, r["false_fail"] - ALPHA - 3 * r["mc_se"], r["false_pass"] - ALPHA / 2 - 3 * r["mc_se"])
+            print(f"| {checks} | {correction} | {r['false_fail']:.3f} | {r['false_pass']:.3f} |", flush=True)
     print("\npower at n_needed (true value one 80%-power mde from the bound):")
     print("| family | n | G | rho | mde | power |")
     print("|---|---|---|---|---|---|")
@@ -212,8 +276,9 @@ def main(argv=None) -> int:
             continue
         for n, g, rho in ((24, "n", 0.0), (128, 16, 0.2)):
             groups = n if g == "n" else g
-            found = power_at_needed(family, n, groups, rho, max(100, reps // 4), args.seed + 1)
+            found = power_at_needed(family, n, groups, rho, max(100, reps // 2), args.seed + 1)
             if found:
+                worst = max(worst, 0.8 - 3 * found["mc_se"] - found["power"])
                 print(f"| {family.name} | {n} | {groups} | {rho:g} | {found['shift']:.3g} | {found['power']:.2f} |",
                       flush=True)
     return 1 if worst > 0 else 0

@@ -162,7 +162,7 @@ def _preflight(args: argparse.Namespace) -> int:
 
     suites = args.suite or [s for s in SUITES if (args.thresholds_dir / f"{s}.yaml").is_file()]  # Bench checks names
     options = BenchOptions(
-        models=[], data_dirs=data_dirs_of(args.data_dir), device=args.device, seed=args.seed, rule=DecisionRule(alpha=args.alpha),
+        models=[], data_dirs=data_dirs_of(args.data_dir), device=args.device, seed=args.seed, rule=DecisionRule(alpha=args.alpha, power=args.power),
         full=CheckpointSpec.parse(args.full_model) if args.full_model else None,
         retain=CheckpointSpec.parse(args.retain_model) if args.retain_model else None,
         **({"cache_dir": args.cache_dir} if args.cache_dir else {}))
@@ -178,7 +178,8 @@ def _preflight(args: argparse.Namespace) -> int:
             else:
                 print(f"ok: {suite}.{power['check']} can tell differences >= {power['mde']:.2g} with "
                       f"n={power['n']} items; its margin is {power['margin']:.2g}")
-    print(f"{weak} underpowered check(s) at alpha {args.alpha:g} (see docs/verdicts.md)")
+    print(f"{weak} underpowered check(s) at alpha {args.alpha:g} and {100 * args.power:.0f}% power "
+          f"(see docs/verdicts.md)")
     return 0
 
 
@@ -373,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     preflight.add_argument("--thresholds-dir", type=Path, default=Path("thresholds"),
                            help="the folder of the suites' gates (default: ./thresholds)")
     preflight.add_argument("--alpha", type=float, default=0.05, help="as the run's --alpha (default 0.05)")
+    preflight.add_argument("--power", type=float, default=0.8, help="as the run's --power (default 0.8)")
     preflight.add_argument("--device", default="auto")
     preflight.add_argument("--seed", type=int, default=0)
     preflight.add_argument("--cache-dir", type=Path, default=None)

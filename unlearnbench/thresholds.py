@@ -88,6 +88,7 @@ class Verdict:
     decision_ci: tuple[float, float] | None = None
     interval: str | None = None
     p_value: float | None = None
+    p_below: bool = False  # p_value is the smallest its interval can tell (1/B for B resamples): p < p_value
     p_adjusted: float | None = None
     decided_by: str | None = None  # "interval" | "point-estimate"; None: undecided
     lean: str | None = None  # an underpowered check's point estimate: "pass" | "fail"
@@ -229,7 +230,9 @@ class Check:
                       difference=estimate.value if relative else None, decision_ci=interval,
                       interval=estimate.method, mde=estimate.mde(rule.alpha, rule.power),
                       clusters=estimate.clusters, n_effective=estimate.n_effective,
-                      p_value=estimate.p_value(threshold), p_adjusted=p_adjusted)
+                      p_adjusted=p_adjusted)
+        p_value = estimate.p_value(threshold)
+        judged.update(p_value=p_value, p_below=p_value is not None and p_value <= estimate.p_floor)
         why_not = self._why_inconclusive(bound, reference, others or {}, rule)
         if why_not:
             advice = f"Use data the {self.relative_to or 'checkpoint'} model can answer, more in-context examples " \
@@ -369,11 +372,14 @@ class Check:
 
 
 def power_line(power: dict) -> str:
-    """'underpowered: dusk.verbatim_forgotten can tell differences >= 0.11 with n=19 items; its margin is 0.05;
-    ~90 items would'."""
+    """'underpowered: dusk.verbatim_forgotten can tell differences >= 0.11 at 80% power with n=128 items in 16
+    clusters; its margin is 0.05; ~600 items would'."""
     needed = f"~{power['n_needed']} items would" if power["n_needed"] else "no number of items would (margin 0)"
-    return (f"underpowered: {power['suite']}.{power['check']} can tell differences >= {power['mde']:.2g} with "
-            f"n={power['n']} items; its margin is {power['margin']:.2g}; {needed}")
+    clusters = (f" in {power['clusters']} clusters" if power.get("clusters") and power["clusters"] < power["n"]
+                else "")
+    at_power = f" at {100 * power['power']:.0f}% power" if power.get("power") else ""
+    return (f"underpowered: {power['suite']}.{power['check']} can tell differences >= {power['mde']:.2g}{at_power} "
+            f"with n={power['n']} items{clusters}; its margin is {power['margin']:.2g}; {needed}")
 
 
 def _finite(result: MetricResult) -> bool:

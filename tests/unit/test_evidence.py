@@ -15,7 +15,6 @@ from unlearnbench.evidence import (
     cluster_robust_se,
     difference_estimate,
     holm_adjusted,
-    newcombe_paired,
     powered_alpha,
     value_estimate,
 )

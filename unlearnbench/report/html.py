@@ -419,20 +419,25 @@ def _check_block(name: str, suite: str, check: str, v: dict, result: dict, retai
 
 def decision_text(v: dict) -> str:
     """What the rule decided on: 'difference from retain −0.02, 95% interval
-    −0.05 to 0.01 (newcombe-paired), p = 0.2; can tell 0.03; ~90 items would decide it'."""
+    −0.05 to 0.01 (t-clustered-paired-bounded), p = 0.2; 128 items in 16
+    clusters (worth 40); can tell 0.03 at 80% power; ~90 items would decide it'."""
     dci, alpha = v.get("decision_ci"), v.get("alpha") or 0.05
     if v.get("decided_by") == "point-estimate" and v.get("rule") == "point-estimate":
         return "its value alone (--point-estimate)"
     if not dci:
-        return "its value alone (this metric has no interval)" if v.get("decided_by") else ""
+        return "no interval: not decided" if v.get("lean") else ""
     quantity = (f"difference from {v['relative_to']} {_fmt(v['difference'])}" if v.get("difference") is not None
                 else "its value")
     parts = [f"{quantity}, {100 * (1 - alpha):.4g}% interval {_fmt(dci[0])} to {_fmt(dci[1])} ({v.get('interval')})"]
     if v.get("p_value") is not None:
-        parts[0] += f", p = {v['p_value']:.2g}" + (f" (Holm {v['p_adjusted']:.2g})" if v.get("p_adjusted") is not None
-                                                 else "")
+        parts[0] += (f", p {'<' if v.get('p_below') else '='} {v['p_value']:.2g}"
+                     + (f" (Holm {v['p_adjusted']:.2g})" if v.get("p_adjusted") is not None else ""))
+    if v.get("clusters") and v.get("n") and v["clusters"] < v["n"]:
+        worth = f" (worth {v['n_effective']:.3g} independent items)" if v.get("n_effective") else ""
+        parts.append(f"{v['n']} items in {v['clusters']} clusters{worth}")
     if v.get("mde") is not None:
-        parts.append(f"can tell differences of {v['mde']:.2g}")
+        power = f" at {100 * v['power']:.0f}% power" if v.get("power") else ""
+        parts.append(f"can tell differences of {v['mde']:.2g}{power}")
     if v.get("n_needed"):
         parts.append(f"~{v['n_needed']} items would decide it")
     return "; ".join(parts)

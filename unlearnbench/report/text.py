@@ -18,8 +18,8 @@ SYMBOLS = {"at_least": "≥", "at_most": "≤"}  # the same, for the HTML page
 NOT_PASSING = ("fail", "error", "inconclusive")
 # The decision fields of a judged row (docs/verdicts.md), as the verdict holds them.
 DECISION_FIELDS = ("difference", "difference_ci_low", "difference_ci_high", "reference_value", "reference_ci_low",
-                   "reference_ci_high", "interval", "p_value", "p_adjusted", "decided_by", "lean", "mde", "n_needed",
-                   "rule", "alpha", "correction")
+                   "reference_ci_high", "kind", "interval", "clusters", "n_effective", "p_value", "p_below",
+                   "p_adjusted", "decided_by", "lean", "mde", "n_needed", "rule", "alpha", "power", "correction")
 FLAT_FIELDS = ("checkpoint", "role", "checkpoint_verdict", "suite", "metric", "value", "ci_low", "ci_high",
                "ci_half_width", "n", "check", "axis", "direction", "bound", "outcome", "retain_fails_too",
                *DECISION_FIELDS, "reason")
@@ -156,11 +156,14 @@ def attention_lines(report: dict) -> list[str]:
 
 def evidence_line(report: dict) -> str:
     """'Decided by ...: 139 of 187 verdicts decided (54 pass, 85 fail); 48 underpowered ...'."""
-    counts = {"pass": 0, "fail": 0, "underpowered": 0, "inconclusive": 0}
+    counts = {"pass": 0, "fail": 0, "underpowered": 0, "no interval": 0, "inconclusive": 0}
     for checkpoint in report["checkpoints"].values():
         for result in checkpoint.get("suites", {}).values():
             for verdict in result.get("checks", {}).values():
-                if verdict.get("lean"):
+                interval = verdict.get("decision_ci")
+                if verdict.get("lean") and (not interval or not interval[1] > interval[0]):
+                    counts["no interval"] += 1
+                elif verdict.get("lean"):
                     counts["underpowered"] += 1
                 elif verdict.get("outcome") in counts:
                     counts[verdict["outcome"]] += 1
@@ -172,7 +175,8 @@ def evidence_line(report: dict) -> str:
                  f"{', ...' if len(weak) > 4 else ''}; run.preflight in report.json)." if weak else "")
     return (f"{rule}{counts['pass'] + counts['fail']} of {judged} verdicts decided ({counts['pass']} pass, "
             f"{counts['fail']} fail); {counts['underpowered']} underpowered (each names the items that would decide "
-            f"it), {counts['inconclusive']} inconclusive for another reason.{preflight}")
+            f"it), {counts['no interval']} with no interval to decide by (zero width or none), "
+            f"{counts['inconclusive']} inconclusive for another reason.{preflight}")
 
 
 def verdict_lines(report: dict) -> list[str]:
