@@ -29,6 +29,7 @@ from unlearnbench.errors import UnlearnbenchError
 from unlearnbench.models.checkpoint import CheckpointSpec
 from unlearnbench.records import RecordedError, SentOnce, check_record
 from unlearnbench.report.schema import add_record, new_report, write_outputs
+from unlearnbench.report.verdicts import looks_level, passes_at
 from unlearnbench.rule import DecisionRule
 from unlearnbench.session import Bench, BenchOptions
 from unlearnbench.suites import SUITES, default_file
@@ -47,7 +48,10 @@ class UnlearnbenchCallback(TrainerCallback):
     data, as `smoke` does, or stops training at its start with one line);
     `thresholds`: {suite: YAML} for a suite's gate (default: its packaged
     gate); `stop_when="pass"` stops training at the first
-    evaluation whose every check passes. `tokenizer` is needed only where
+    evaluation whose every check passes at the level of its look, alpha /
+    (k (k+1)) for the k-th evaluation: over any number of evaluations of a
+    model on the bound, the chance of stopping on a false pass stays at most
+    alpha. `tokenizer` is needed only where
     the trainer is not given one (`processing_class`)."""
 
     def __init__(self, suites: Sequence[str], every_steps: int, *, full_model: str | None = None,
@@ -144,7 +148,11 @@ class UnlearnbenchCallback(TrainerCallback):
         logs = {f"unlearnbench/{r['suite']}/{name}": metric["value"] for r in records
                 for name, metric in (r.get("metrics") or {}).items() if isinstance(metric.get("value"), (int, float))}
         verdict = self.report["assessment"]["verdicts"][spec.name]
+        # This step passes for the run only at the level of its look (report/verdicts.py: a selection among steps).
+        level = looks_level(self.bench.options.rule.alpha, len(self.evaluated_steps))
+        selected = verdict["verdict"] == "pass" and passes_at([r["verdict"] for r in records if r.get("verdict")], level)
         logs["unlearnbench/verdict_pass"] = float(verdict["verdict"] == "pass")
+        logs["unlearnbench/verdict_pass_at_look_level"] = float(selected)
         logs["unlearnbench/checks_failed"] = float(verdict["failed"] + verdict["errors"])
         if self._trainer is not None:
             # Its log history and every logging callback (TensorBoard, W&B, ...). Trainer.log clears the flag that
@@ -154,7 +162,7 @@ class UnlearnbenchCallback(TrainerCallback):
             control.should_log = self._trainer.control.should_log = should_log
         else:  # a training loop of its own, not a Trainer: its state's log history, as Trainer.log keeps it
             state.log_history.append({**logs, "step": step})
-        if self.stop_when == "pass" and verdict["verdict"] == "pass":
+        if self.stop_when == "pass" and selected:
             control.should_training_stop = True
 
     def _record(self, spec: CheckpointSpec, suite: str, check: str) -> dict:

@@ -164,3 +164,53 @@ def test_the_console_names_an_inconclusive_check_once_per_line():
     report["assessment"] = assess(report)
     [why] = [line for line in check_lines(report) if "dusk.forgotten inconclusive" in line]
     assert why.strip() == "dusk.forgotten inconclusive: m = 0.2 against <= 0.3: the full model scores 0.1"
+
+
+def _series_report(verdicts_by_step: list[list[dict]], alpha: float = 0.05) -> dict:
+    """A report of one training run: step k's checks are verdicts_by_step[k]."""
+    report = new_report({"id": "r", "decision": {"rule": "interval", "alpha": alpha}})
+    for step, verdicts in enumerate(verdicts_by_step, start=1):
+        report["checkpoints"][f"run-step-{step}"] = {
+            "info": {"series": "run", "step": step},
+            "suites": {"demo": {"checks": {f"c{i}": v | {"axis": "forget"} for i, v in enumerate(verdicts)}}}}
+    return report
+
+
+def test_the_first_passing_step_of_a_series_on_the_bound_stays_a_false_pass_at_most_alpha_as_steps_grow():
+    # Every step of a run is a checkpoint whose true leak rate sits on the bound 0.2 (128 items, independent
+    # draws per step). Alone, each step passes about alpha/2 of the time, so "the first step that passes" of N
+    # steps is a false pass about 1 - (1 - alpha/2)^N of the time; counted at alpha / N it stays under alpha.
+    import numpy as np
+
+    from unlearnbench.metrics.core import mean_result
+    from unlearnbench.report.verdicts import looks_level, passes_at
+    from unlearnbench.thresholds import Check
+
+    check = Check(suite="demo", name="c", metric="m", direction="at_most", rationale="r", source="t", bound=0.2,
+                  kind="binary", scale=(0.0, 1.0))
+    rng = np.random.default_rng(7)
+
+    def step() -> dict:
+        draws = (rng.random(128) < 0.2).astype(float)
+        return check.judge({"m": mean_result("m", {str(i): v for i, v in enumerate(draws)},
+                                             higher_is_better=False)}).to_dict()
+
+    runs = 300
+    for steps in (1, 5, 20):
+        corrected = uncorrected = anytime = 0
+        for _ in range(runs):
+            series = [[step()] for _ in range(steps)]
+            board = ranking(_series_report(series))
+            best = board["rows"][0]
+            corrected += best.get("first_pass_step") is not None
+            uncorrected += any(v[0]["outcome"] == "pass" for v in series)
+            anytime += any(passes_at(v, looks_level(0.05, k)) for k, v in enumerate(series, start=1))
+        mc = 3 * (0.05 * 0.95 / runs) ** 0.5
+        assert corrected / runs <= 0.05 + mc, steps
+        assert anytime / runs <= 0.05 + mc, steps
+        if steps == 20:  # without the correction the selection is what fails
+            assert uncorrected / runs > 0.2
+    # A step that passes alone but not at alpha / N ranks as inconclusive and says why.
+    weak = dict(step(), outcome="pass", p_value=0.03)
+    board = ranking(_series_report([[weak], [dict(weak, outcome="fail")]]))
+    assert board["rows"][0]["verdict"] == "inconclusive" and "alpha/2" in board["rows"][0]["selection"]

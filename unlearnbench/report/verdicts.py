@@ -31,6 +31,12 @@ as OpenUnlearning and MUSE report them: never one sum of the two.
 candidate each: the series is ranked by its best step under the rule above,
 that step named, and every step is listed under `ranking.series` in step
 order with its verdict, so that steps of one run never outrank each other.
+Picking the best of N steps is a selection: a step counts as passing for its
+series (its rank, the series' first passing step) only where every check
+passes at alpha / N (each p-value of its bound at most that; Bonferroni over
+the N steps looked at), so that the chance that any step of a series on the
+bound "passes" stays at most alpha however many steps are saved. A step
+that passes alone but not at alpha / N ranks as inconclusive, and says so.
 """
 
 from __future__ import annotations
@@ -172,6 +178,9 @@ def ranking(report: dict, verdicts: dict[str, dict] | None = None) -> dict:
     shared = shared_checks(report, candidates)
     key_set = set(shared)
     axes = _axes(report)
+    decision = report["run"].get("decision") or {}
+    alpha, rule = decision.get("alpha") or 0.05, decision.get("rule")
+    steps_in = {name: len(steps) for steps in series_of(report).values() for _, name in steps}
     rows, unranked = [], []
     for name in candidates:
         checks = {k: v for k, v in _checks(report["checkpoints"][name]) if k in key_set and v["outcome"] != "skip"}
@@ -193,6 +202,12 @@ def ranking(report: dict, verdicts: dict[str, dict] | None = None) -> dict:
             "margin": sum(margins) / len(margins) if margins else None,
         })
         row = rows[-1]
+        looks = steps_in.get(name)
+        if looks and row["verdict"] == "pass" and rule != "point-estimate" and not passes_at(checks.values(),
+                                                                                               alpha / looks):
+            row["verdict"] = "inconclusive"  # a selection among the series' steps: see the module doc
+            row["selection"] = (f"passes at alpha {alpha:g} alone, not at alpha/{looks} for the {looks} steps of its "
+                                f"training run")
         row["collapsed"] = row["utility_failed"] * 2 > row["utility_checks"]
         row["utility"] = "collapsed" if row["collapsed"] else "cost" if row["utility_failed"] else "kept"
     rows.sort(key=_rank_key)
@@ -202,6 +217,21 @@ def ranking(report: dict, verdicts: dict[str, dict] | None = None) -> dict:
     return {"rule": RULE.format(n=len(shared)), "shared_checks": shared, "rows": rows, "unranked": unranked,
             "series": series,
             "anchors": [{"checkpoint": n, "role": v["role"]} for n, v in verdicts.items() if v["role"]]}
+
+
+def passes_at(checks, level: float) -> bool:
+    """Whether every judged check (not skipped) passes with its p-value of the
+    bound at most `level`: its interval at that level lies on the good side."""
+    judged = [v for v in checks if v.get("outcome") != "skip"]
+    return bool(judged) and all(v.get("outcome") == "pass" and v.get("p_value") is not None
+                                and v["p_value"] <= level for v in judged)
+
+
+def looks_level(alpha: float, look: int) -> float:
+    """The level of the `look`-th evaluation of a run whose number of looks is
+    not known in advance (training with `stop_when="pass"`): alpha / (k (k+1)),
+    which sums to alpha over any number of looks."""
+    return alpha / (look * (look + 1))
 
 
 def _rank_key(row: dict) -> tuple:
