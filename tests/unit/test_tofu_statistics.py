@@ -90,3 +90,42 @@ def test_privleak_score_chooses_the_membership_statistic():
     for score, expected in (("minkpp", 1.0), ("mink", 0.0)):
         data = SimpleNamespace(sets=sets, params={"mink_k": 0.5, "privleak_score": score, "convention": "spec"})
         assert tofu.membership_auc(scored, data) == expected, score
+
+
+def test_ks_distance_replicates_are_scipys_ks_statistic_on_each_paired_resample_reflected():
+    from scipy.stats import ks_2samp
+
+    from unlearnbench.metrics.core import bootstrap_indices, seeded
+
+    rng = np.random.default_rng(2)
+    own, retain = rng.uniform(0, 1, 30), rng.uniform(0.1, 1.1, 30)
+    with seeded(3):
+        replicates = tofu.ks_distance_replicates(own.tolist(), retain.tolist())
+        [rows] = bootstrap_indices([30])  # the same draws: the run's seed
+    distance = ks_2samp(own, retain).statistic
+    for k in (0, 1, 17, 4999):
+        expected = ks_2samp(own[rows[k]], retain[rows[k]]).statistic
+        assert replicates[k] == pytest.approx(2 * distance - expected, abs=1e-12)
+    assert len(replicates) == rows.shape[0]
+
+
+def test_model_utility_replicates_resample_each_sets_items_and_take_the_harmonic_mean_of_nine_means():
+    from scipy.stats import hmean
+
+    from unlearnbench.metrics.core import bootstrap_indices, seeded
+
+    rng = np.random.default_rng(4)
+    sizes = (12, 7, 9)
+    parts = [[{f"s{s}-{i}": float(v) for i, v in enumerate(rng.uniform(0.05, 1, n))} for _ in range(3)]
+             for s, n in enumerate(sizes)]
+    with seeded(1):
+        replicates = tofu.model_utility_replicates(parts)
+        rows = bootstrap_indices(list(sizes))
+    for k in (0, 5, 4999):
+        means = [np.mean([list(metric.values())[i] for i in rows[s][k]]) for s, metrics in enumerate(parts)
+                 for metric in metrics]
+        assert replicates[k] == pytest.approx(hmean(means), rel=1e-12)
+    # Any mean of 0 makes the harmonic mean 0, as model_utility does.
+    parts[1][0] = {k: 0.0 for k in parts[1][0]}
+    with seeded(1):
+        assert set(tofu.model_utility_replicates(parts)) == {0.0}
