@@ -241,7 +241,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     reps = args.reps or (200 if args.quick else 2000)
     worst = 0.0
-    print(f"alpha {ALPHA}: each rate should be at most {ALPHA / 2} (+ 3 Monte Carlo SE); {reps} checkpoints a row")
+    print(f"alpha {ALPHA}: each rate should be at most {ALPHA / 2} (+ 3 Monte Carlo SE); {reps} checkpoints a row. "
+          f"The checks are `at_least` (the KS distance's `at_most`): 'false pass' is the interval wholly on the "
+          f"good side of the truth, 'false fail' wholly on the other; for a check of the other direction the two "
+          f"swap (an interval whose upper end falls short of the truth fails an at_least check and passes an "
+          f"at_most one)")
     print("| family | n | G | rho | false pass | false fail | decided |")
     print("|---|---|---|---|---|---|---|")
     families = [f for f in FAMILIES if args.family in f.name]
