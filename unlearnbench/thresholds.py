@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import yaml
 
@@ -401,7 +401,7 @@ def _number(value, path, check, field) -> float:
 
 def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, ...], path: str,
                     scales: Mapping[str, tuple[float, float]] | None = None,
-                    kinds: Mapping[str, str] | None = None) -> Check:
+                    kinds: Mapping[str, str] | Callable[[str], str] | None = None) -> Check:
     if not isinstance(fields, Mapping):
         raise ThresholdsError(path, f"expected a mapping of fields, not {type(fields).__name__}", name)
     unknown = set(fields) - CHECK_KEYS
@@ -444,13 +444,19 @@ def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, 
         bound=_number(fields["bound"], path, name, "bound") if has_bound else None,
         relative_to=fields.get("relative_to"), margin=margin,
         scale=(scales or {}).get(fields["metric"]),
-        kind=(kinds or {}).get(fields["metric"]) or ("bounded" if (scales or {}).get(fields["metric"]) else "unbounded"),
+        kind=_kind(fields["metric"], scales or {}, kinds or {}),
         requires=_requirements(fields.get("requires", {}), fields.get("relative_to"), path, name),
         axis=fields.get("axis"),
         or_bound=_number(fields["or_bound"], path, name, "or_bound")
         if "or_bound" in fields else None,
         enabled=fields.get("enabled", True),
     )
+
+
+def _kind(metric: str, scales: Mapping[str, tuple[float, float]], kinds) -> str:
+    """The metric's declared kind (a mapping, or an open suite's function of the name); else by its scale."""
+    declared = kinds(metric) if callable(kinds) else kinds.get(metric)
+    return declared or ("bounded" if metric in scales else "unbounded")
 
 
 def _requirements(raw, relative_to: str | None, path: str, check: str) -> dict:
@@ -489,7 +495,7 @@ def _read_yaml(path: Path):
 
 def load_suite_thresholds(path: Path, suite: str, metrics: tuple[str, ...],
                           scales: Mapping[str, tuple[float, float]] | None = None,
-                          kinds: Mapping[str, str] | None = None) -> dict[str, Check]:
+                          kinds: Mapping[str, str] | Callable[[str], str] | None = None) -> dict[str, Check]:
     """A suite's default gate, validated; raises ThresholdsError naming the problem."""
     raw = _read_yaml(path)
     if not isinstance(raw, Mapping):

@@ -94,6 +94,9 @@ class SuiteSpec:
     # (metric name) -> what is wrong with it, or None. Its loader then receives the gate's metric names as a
     # third argument, and `metrics` stays empty.
     open_metrics: str | None = None
+    # With `open_metrics`: "module:function", (metric name) -> its kind (rule.METRIC_KINDS), which picks the
+    # interval its checks are decided by, as `Metric.kind` does for a declared metric.
+    open_kind: str | None = None
     # The module whose folder holds the suite's defaults, as files: the gate
     # `thresholds/<name>.yaml` and the thin test file `suites/<name>/test_<name>.py`,
     # in the folder's `defaults/` (a wheel's package data) or beside it (a
@@ -113,8 +116,9 @@ class SuiteSpec:
         return {m.name: m.scale for m in self.metrics if m.scale is not None}
 
     @property
-    def kind_of(self) -> dict[str, str]:
-        return {m.name: m.kind for m in self.metrics}
+    def kind_of(self) -> dict[str, str] | Callable[[str], str]:
+        """{metric: kind}, or (an open suite) the kind of a metric's name."""
+        return resolve(self.open_kind) if self.open_kind else {m.name: m.kind for m in self.metrics}
 
     @property
     def utility_metrics(self) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ SPEC = SuiteSpec(
     name="utility",
     metrics=(),
     open_metrics="unlearnbench.suites.utility.data:metric_problem",
+    open_kind="unlearnbench.suites.utility.data:metric_kind",
     loader="unlearnbench.suites.utility.data:load",
     evaluator="unlearnbench.suites.utility.metrics:evaluate",
     version=1,

@@ -39,6 +39,16 @@ def metric_problem(name: str) -> str | None:
     return "a utility metric is '<lm-eval task>.<metric>', e.g. 'mmlu.acc' or 'hellaswag.acc_norm'"
 
 
+# lm-eval metrics scored 0 or 1 per document: their checks get the interval of a share.
+BINARY_METRICS = ("acc", "acc_norm", "exact_match", "em")
+
+
+def metric_kind(name: str) -> str:
+    """A gated utility metric's kind (docs/verdicts.md): a share for accuracy-like lm-eval metrics, else unbounded."""
+    found = METRIC_NAME.match(name)
+    return "binary" if found and found["metric"] in BINARY_METRICS else "unbounded"
+
+
 @dataclass(frozen=True)
 class UtilityData:
     tasks: tuple[str, ...]  # every task to run, gated ones first
