@@ -23,7 +23,7 @@ def judged(check: str, value: float | None, outcome: str | None = None) -> dict:
     if outcome is None:
         outcome = "pass" if (value >= bound if direction == "at_least" else value <= bound) else "fail"
     return {"check": check.split(".")[1], "outcome": outcome, "value": value, "bound": bound,
-            "direction": direction, "axis": axis, "metric": "m", "reason": "r", "ci": None}
+            "direction": direction, "axis": axis, "metric": check.split(".")[1], "reason": "r", "ci": None}
 
 
 def report_of(values: dict[str, dict[str, float]], anchors=None) -> dict:
@@ -214,3 +214,12 @@ def test_the_first_passing_step_of_a_series_on_the_bound_stays_a_false_pass_at_m
     weak = dict(step(), outcome="pass", p_value=0.03)
     board = ranking(_series_report([[weak], [dict(weak, outcome="fail")]]))
     assert board["rows"][0]["verdict"] == "inconclusive" and "alpha/2" in board["rows"][0]["selection"]
+
+
+def test_checks_that_read_the_same_metric_count_once_in_the_ranking():
+    from unlearnbench.report.verdicts import _once_per_metric
+
+    checks = {"smoke.low": {"metric": "lp", "outcome": "pass"}, "smoke.high": {"metric": "lp", "outcome": "fail"},
+              "smoke.qa": {"metric": "qa", "outcome": "pass"}}
+    once = _once_per_metric(checks)
+    assert sorted(once) == ["smoke.high", "smoke.qa"]  # one per metric, the worst outcome of the two

@@ -15,7 +15,8 @@ they get verdicts, are badged, and are never ranked.
 
 **Ranking** (candidates only) ranks what the data decided: an
 inconclusive check (underpowered, or one the references cannot judge) counts
-as neither passed nor failed. On the checks every ranked candidate ran (the
+as neither passed nor failed, and checks that read the same metric of one
+suite count once (their worst outcome). On the checks every ranked candidate ran (the
 largest set of checks that the most candidates ran; a candidate that ran only
 some of them, like a robustness-only checkpoint, is listed apart with the
 reason): gate verdict (pass, inconclusive, fail); then utility kept or paid
@@ -187,6 +188,7 @@ def ranking(report: dict, verdicts: dict[str, dict] | None = None) -> dict:
         if not shared or len(checks) < len(shared):
             unranked.append({"checkpoint": name, "reason": f"ran {len(checks)} of the {len(shared)} shared checks"})
             continue
+        checks = _once_per_metric(checks)
         counts = _counts(list(checks.items()), set())
         margins = [m for m in (check_margin(v) for v in checks.values()) if m is not None]
         rows.append({
@@ -232,6 +234,19 @@ def looks_level(alpha: float, look: int) -> float:
     not known in advance (training with `stop_when="pass"`): alpha / (k (k+1)),
     which sums to alpha over any number of looks."""
     return alpha / (look * (look + 1))
+
+
+def _once_per_metric(checks: dict[str, dict]) -> dict[str, dict]:
+    """One check per suite and metric: two checks that read the same items
+    and metric (smoke's two bounds on one log-probability) are one piece of
+    evidence, counted once, as its worst outcome."""
+    severity = {"fail": 0, "error": 0, "inconclusive": 1, "pass": 2}
+    kept: dict[tuple, tuple[str, dict]] = {}
+    for key, verdict in checks.items():
+        group = (key.split(".", 1)[0], verdict.get("metric") or key)
+        if group not in kept or severity.get(verdict["outcome"], 0) < severity.get(kept[group][1]["outcome"], 0):
+            kept[group] = (key, verdict)
+    return dict(kept.values())
 
 
 def _rank_key(row: dict) -> tuple:
