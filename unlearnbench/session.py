@@ -17,7 +17,7 @@ from unlearnbench.backends import LoadSettings, backend_for
 from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache, SuiteMemo, cache_key
 from unlearnbench.cancel import Cancelled
 from unlearnbench.errors import CheckpointError, MissingCapability, NonFiniteOutputError, UnlearnbenchError
-from unlearnbench.evidence import holm_adjusted
+from unlearnbench.evidence import holm_adjusted, value_estimate
 from unlearnbench.metrics.core import (
     BOOTSTRAP_RESAMPLES,
     Deferred,
@@ -344,6 +344,7 @@ class Bench:
         stored = self.cache.get_or_compute(self._run_parts(spec, suite), compute)
         run = computed[0] if computed else dataclasses.replace(_from_plain(stored), cached=True)
         attach_clusters(run.metrics, getattr(data, "clusters", None) or {})
+        restate_intervals(run.metrics, SUITES[suite].kind_of, SUITES[suite].scale_of)
         return run
 
     def run(self, spec: CheckpointSpec, suite: str) -> SuiteRun:
@@ -556,6 +557,21 @@ def attach_clusters(metrics: dict, clusters: dict[str, str]) -> None:
         if isinstance(result, MetricResult) and result.per_item:
             named = {item: clusters[item] for item in result.per_item if item in clusters}
             result.clusters = named or None
+
+
+def restate_intervals(metrics: dict, kinds, scales: dict) -> None:
+    """Each per-item result's 95% CI and its kind, in place, as the decision
+    intervals make them (the metric's declared kind, its clusters): the
+    interval a report shows beside a value is the one an absolute check
+    decides on, not one that assumed independent items."""
+    for name, result in metrics.items():
+        if not isinstance(result, MetricResult) or not result.per_item:
+            continue
+        kind = kinds(name) if callable(kinds) else kinds.get(name, "unbounded")
+        estimate = value_estimate(result, kind, scales.get(name))
+        interval = estimate.interval(0.05)
+        if interval is not None and estimate.method.startswith(("wilson", "t-clustered")):
+            result.ci, result.interval = interval, estimate.method
 
 
 def run_data(data) -> dict:
