@@ -173,11 +173,7 @@ def _preflight(args: argparse.Namespace) -> int:
     for suite in suites:
         for power in bench.power(suite):
             weak += power["underpowered"]
-            if power["underpowered"]:
-                print(power_line(power))
-            else:
-                print(f"ok: {suite}.{power['check']} can tell differences >= {power['mde']:.2g} with "
-                      f"n={power['n']} items; its margin is {power['margin']:.2g}")
+            print(power_line(power))
     print(f"{weak} underpowered check(s) at alpha {args.alpha:g} and {100 * args.power:.0f}% power "
           f"(see docs/verdicts.md)")
     return 0

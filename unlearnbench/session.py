@@ -463,17 +463,15 @@ class Bench:
         roles = self._roles_of(spec, suite)
         if check.relative_to in roles:
             return check.on_its_reference(check.relative_to, rule), run
+        against = SUITES[suite].measured_against.get(check.metric)
+        if against in roles:  # PL, RD, forget quality: the model against itself, 0 by construction
+            return check.on_its_reference(against, rule, f"which {check.metric} measures it against"), run
         with seeded(self.options.seed):  # the decision's bootstrap resamples are the metrics' own
             verdict = check.judge(run.metrics, reference, others=others, rule=rule)
             if rule.correction == "holm" and verdict.outcome == "fail" and verdict.decided_by == "interval":
                 adjusted = self._holm_adjusted(spec)
                 verdict = check.judge(run.metrics, reference, others=others, rule=rule,
                                       p_adjusted=adjusted[(suite, check.name)])
-        if ("retain" in roles and verdict.decision_ci is not None
-                and not verdict.decision_ci[1] > verdict.decision_ci[0]):
-            # a metric measured against the retain model (PL, RD): on that model, 0 in every resample by construction
-            return check.on_its_reference("retain", rule, f"and {check.metric} measures it against itself "
-                                                          f"({verdict.decision_ci[0]:.4g} in every resample)"), run
         return verdict, run
 
     def _roles_of(self, spec: CheckpointSpec, suite: str) -> tuple[str, ...]:
@@ -497,8 +495,9 @@ class Bench:
                 except UnlearnbenchError:
                     continue
                 roles = self._roles_of(spec, suite)
+                against = SUITES[suite].measured_against
                 for check in gate.values():
-                    if not check.enabled or check.relative_to in roles or (
+                    if not check.enabled or check.relative_to in roles or against.get(check.metric) in roles or (
                             check.relative_to and check.or_bound is None
                             and self.reference_spec(check.relative_to, suite) is None):
                         continue

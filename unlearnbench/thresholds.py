@@ -373,13 +373,16 @@ class Check:
 
 def power_line(power: dict) -> str:
     """'underpowered: dusk.verbatim_forgotten can tell differences >= 0.11 at 80% power with n=128 items in 16
-    clusters; its margin is 0.05; ~600 items would'."""
-    needed = f"~{power['n_needed']} items would" if power["n_needed"] else "no number of items would (margin 0)"
+    clusters; its margin is 0.05; ~600 items would', or 'ok: ...' for a check its n can decide."""
     clusters = (f" in {power['clusters']} clusters" if power.get("clusters") and power["clusters"] < power["n"]
                 else "")
     at_power = f" at {100 * power['power']:.0f}% power" if power.get("power") else ""
-    return (f"underpowered: {power['suite']}.{power['check']} can tell differences >= {power['mde']:.2g}{at_power} "
-            f"with n={power['n']} items{clusters}; its margin is {power['margin']:.2g}; {needed}")
+    line = (f"{power['suite']}.{power['check']} can tell differences >= {power['mde']:.2g}{at_power} with "
+            f"n={power['n']} items{clusters}; its margin is {power['margin']:.2g}")
+    if not power["underpowered"]:
+        return f"ok: {line}"
+    needed = f"~{power['n_needed']} items would" if power["n_needed"] else "no number of items would (margin 0)"
+    return f"underpowered: {line}; {needed}"
 
 
 def _finite(result: MetricResult) -> bool:

@@ -72,12 +72,23 @@ def test_weight_free_suites_run_on_a_protocol_only_backend(bigram_env, tmp_path,
         uds = suites["uds"]["checks"]["knowledge_erased_in_depth"]
         assert uds["outcome"] == "skip" and "activation patching" in uds["reason"]
         for check in suites["robustness"]["checks"].values():
-            assert check["outcome"] == "skip" and "does not hold in this process" in check["reason"]
-    # The gate separates the model that saw the forget data from the one that never did.
+            # On the retain model itself, a check relative to it is n/a before any capability is asked for.
+            why = ("n/a (reference)" if name == "retain" and check.get("relative_to") == "retain"
+                   else "does not hold in this process")
+            assert check["outcome"] == "skip" and why in check["reason"], check["reason"]
+    # The gate separates the model that saw the forget data from the one that never did. These three metrics
+    # measure a checkpoint against the retain model: on the retain model itself they are n/a, not a pass.
+    # The full model's MUSE PrivLeak is -100 in every resample (its forget and holdout texts separate
+    # perfectly): an interval of zero width decides nothing, and it leans fail.
     for suite, check in (("tofu", "forget_quality_like_retain"), ("dusk", "privacy_leakage_near_zero"),
                          ("muse", "privleak_near_zero")):
-        outcomes = {n: report["checkpoints"][n]["suites"][suite]["checks"][check]["outcome"] for n in ("full", "retain")}
-        assert outcomes == {"full": "fail", "retain": "pass"}, (suite, check, outcomes)
+        verdicts = {n: report["checkpoints"][n]["suites"][suite]["checks"][check] for n in ("full", "retain")}
+        full = "fail" if suite != "muse" else "inconclusive"
+        assert {n: v["outcome"] for n, v in verdicts.items()} == {"full": full, "retain": "skip"}, (suite, check)
+        assert verdicts["retain"]["reason"].startswith("n/a (reference)")
+        assert verdicts["full"]["outcome"] == "fail" or (verdicts["full"]["lean"] == "fail"
+                                                         and "zero width" in verdicts["full"]["reason"])
+        assert report["checkpoints"]["retain"]["suites"][suite]["checks"][check]["reason"].startswith("n/a (reference)")
     # WMDP: the bigram full model is near chance on every subset (its distractors are facts it learned, as
     # WMDP's are plausible answers), so no forget check fails; on bio it is at chance: nothing to forget.
     for check in ("bio_forgotten", "cyber_forgotten", "chem_forgotten"):

@@ -192,18 +192,20 @@ def test_cli_preflight_prints_each_checks_power_from_the_references_alone(zoo_fa
     assert main(["preflight", "--cache-dir", str(cache_dir), "--suite", "dusk", "--suite", "wmdp",
                  "--thresholds-dir", str(ROOT / "thresholds"), "--device", "cpu"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    # 192 verbatim passages tell the margin of 0.05; 256 MMLU questions tell MMLU's 0.02.
+    # 192 verbatim passages tell the margin of 0.05 at 80% power; 256 MMLU questions told MMLU's 0.02 at 50%
+    # power (an interval's half-width alone), not at 80%, in their 32 clusters: about 420 would.
     verbatim = next(line for line in lines if "dusk.verbatim_forgotten" in line)
     assert verbatim.startswith("ok: dusk.verbatim_forgotten can tell differences >= 0.0"), verbatim
-    assert "n=192 items; its margin is 0.05" in verbatim
+    assert "at 80% power with n=192 items in 32 clusters; its margin is 0.05" in verbatim, verbatim
     mmlu = next(line for line in lines if "wmdp.mmlu_kept" in line)
-    assert mmlu.startswith("ok: wmdp.mmlu_kept") and "n=256 items; its margin is 0.02" in mmlu, mmlu
+    assert mmlu.startswith("underpowered: wmdp.mmlu_kept") and "n=256 items in 32 clusters" in mmlu, mmlu
+    assert "its margin is 0.02" in mmlu and 256 < int(mmlu.rsplit("~", 1)[1].split()[0]) < 600, mmlu
     # WMDP's forget checks are held to the looser absolute bound 0.3 (the retain model, which prefers the
     # familiar distractors, answers a tenth of them, so the margin is 0.3 less that): 128 questions tell it.
     bio = next(line for line in lines if "wmdp.bio_forgotten" in line)
     assert bio.startswith("ok: wmdp.bio_forgotten"), bio
     assert 0.2 <= float(bio.rsplit("its margin is ", 1)[1]) <= 0.3, bio
-    assert lines[-1].endswith("underpowered check(s) at alpha 0.05 (see docs/verdicts.md)")
+    assert lines[-1].endswith("underpowered check(s) at alpha 0.05 and 80% power (see docs/verdicts.md)")
     assert main(["preflight", "--suite", "nope"]) == 2
 
 
@@ -230,15 +232,22 @@ def test_a_bad_decision_rule_is_one_line_at_parse_time(project, cache_dir, smoke
     assert "Traceback" not in result.stderr.str() and "loading" not in result.stderr.str()
 
 
-def test_alpha_and_holm_are_what_the_report_says_decided(project, cache_dir, smoke_lm_dir):
-    result, report = run_suite(project, cache_dir, "--model", f"lm={smoke_lm_dir}", "--alpha", "0.1",
-                               "--correction", "holm")
-    assert report["run"]["decision"]["alpha"] == 0.1 and report["run"]["decision"]["correction"] == "holm"
-    assert "Holm-Bonferroni" in report["run"]["decision"]["text"]
-    checks = report["checkpoints"]["lm"]["suites"]["smoke"]["checks"]
-    tested = [v for v in checks.values() if v.get("p_value") is not None and v["outcome"] != "skip"]
-    assert tested and all(v["p_adjusted"] is not None and v["p_adjusted"] >= v["p_value"] for v in tested)
-    assert all(v["alpha"] == 0.1 and v["correction"] == "holm" for v in checks.values())
+def test_alpha_and_holm_are_what_the_report_says_decided(project, cache_dir, smoke_lm_dir, smoke_untrained_dir):
+    # Holm is the default: a fail is corrected across the checkpoint's checks; a pass needs no correction.
+    result, report = run_suite(project, cache_dir, "--model", f"lm={smoke_lm_dir}", "--model",
+                               f"untrained={smoke_untrained_dir}", "--alpha", "0.1", "--power", "0.9")
+    decision = report["run"]["decision"]
+    assert (decision["alpha"], decision["correction"], decision["power"]) == (0.1, "holm", 0.9)
+    assert "Holm-adjusted p-value <= alpha across all of the checkpoint's checks" in decision["text"]
+    assert "aim at 90% power" in decision["text"]
+    checks = [v for name in ("lm", "untrained") for v in report["checkpoints"][name]["suites"]["smoke"]["checks"].values()]
+    assert all(v["alpha"] == 0.1 and v["correction"] == "holm" and v["power"] == 0.9 for v in checks)
+    failed = [v for v in checks if v["outcome"] == "fail"]
+    assert failed and all(v["p_adjusted"] is not None and v["p_adjusted"] >= v["p_value"] for v in failed)
+    assert all(v["p_adjusted"] is None for v in checks if v["outcome"] == "pass")
+    _, uncorrected = run_suite(project, cache_dir, "--model", f"lm={smoke_lm_dir}", "--correction", "none")
+    assert uncorrected["run"]["decision"]["correction"] == "none"
+    assert "no correction for the checkpoint's other checks" in uncorrected["run"]["decision"]["text"]
     point, point_report = run_suite(project, cache_dir, "--model", f"lm={smoke_lm_dir}", "--point-estimate")
     assert {v["decided_by"] for v in point_report["checkpoints"]["lm"]["suites"]["smoke"]["checks"].values()
             if v["outcome"] in ("pass", "fail")} == {"point-estimate"}

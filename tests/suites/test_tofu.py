@@ -60,8 +60,8 @@ def test_bad_tofu_data_is_one_message_naming_the_file_and_line(zoo_tofu, tmp_pat
 
 def test_the_zoo_gate_passes_retain_and_fails_full_and_the_collapsing_recipes(zoo_gate):
     gate = zoo_gate("tofu")
-    # The retain model's utility is its own yardstick: n/a (reference), not a pass on a difference of 0.
-    assert gate.verdicts("retain") == {"forget_quality_like_retain": "pass", "model_utility_kept": "skip"}
+    # The retain model is both checks' yardstick: n/a (reference), not a pass on a difference of 0.
+    assert gate.verdicts("retain") == {"forget_quality_like_retain": "skip", "model_utility_kept": "skip"}
     assert gate.verdicts("full")["forget_quality_like_retain"] == "fail"
     # graddiff, on the zoo's v2 data, damages DUSK's shared facts, not TOFU's. ga collapses (utility 0); rmu
     # loses 0.12 of 0.44, against a margin of 0.1: its paired interval [-0.16, -0.09] straddles -0.1.

@@ -297,7 +297,8 @@ def _lost(report: dict) -> str:
 
 # -------------------------------------------------------------- drill-down
 def _bad(value, verdict: dict) -> bool:
-    if value is None or verdict.get("bound") is None or verdict["outcome"] != "fail":
+    failing = verdict["outcome"] == "fail" or verdict.get("lean") == "fail"  # a fail Holm withheld leans fail
+    if value is None or verdict.get("bound") is None or not failing:
         return False
     return value > verdict["bound"] if verdict.get("direction") == "at_most" else value < verdict["bound"]
 

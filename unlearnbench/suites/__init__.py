@@ -49,6 +49,9 @@ class Metric:
     # "binary" (0/1 items), "bounded" (items on `scale`), "unbounded", or "set" (a set-level value with
     # bootstrap replicates). None: "bounded" where a scale is declared, else "unbounded".
     kind: str | None = None
+    # The reference model the value measures the checkpoint against (privacy leakage, retain deviation and
+    # TOFU's forget quality compare with the retain model's): on that model itself a check of it is n/a.
+    measured_against: str | None = None
 
     def __post_init__(self):
         if self.kind is None:
@@ -119,6 +122,10 @@ class SuiteSpec:
     def kind_of(self) -> dict[str, str] | Callable[[str], str]:
         """{metric: kind}, or (an open suite) the kind of a metric's name."""
         return resolve(self.open_kind) if self.open_kind else {m.name: m.kind for m in self.metrics}
+
+    @property
+    def measured_against(self) -> dict[str, str]:
+        return {m.name: m.measured_against for m in self.metrics if m.measured_against}
 
     @property
     def utility_metrics(self) -> tuple[str, ...]:

@@ -14,8 +14,8 @@ SPEC = on_zoo_family(
         *metric_set(("knowmem_retain_rougeL_recall", "knowmem_retain_rougeL_f1"), scale=UNIT,
                     utility=("knowmem_retain_rougeL_recall", "knowmem_retain_rougeL_f1")),
         Metric("mia_auc_holdout_forget", scale=UNIT, kind="set"),
-        *metric_set(("privleak", "privleak_magnitude"), kind="set"),  # percentages
-        Metric("retain_deviation", utility=True, kind="set"),
+        *(Metric(name, kind="set", measured_against="retain") for name in ("privleak", "privleak_magnitude")),
+        Metric("retain_deviation", utility=True, kind="set", measured_against="retain"),  # percentages
     ),
     loader="unlearnbench.suites.muse.data:load",
     evaluator="unlearnbench.suites.muse.metrics:evaluate",

@@ -13,8 +13,9 @@ SPEC = on_zoo_family(
     name="tofu",
     metrics=(*metric_set(("forget_prob", "forget_rouge", "forget_truth_ratio", "forget_truth_ratio_prob_mean",
                           "extraction_strength", "exact_memorization"), scale=UNIT),
-             Metric("forget_quality", scale=UNIT, log_scale=True, kind="set"),
-             Metric("forget_ks_distance", scale=UNIT, kind="set"), Metric("privleak", kind="set"),
+             Metric("forget_quality", scale=UNIT, log_scale=True, kind="set", measured_against="retain"),
+             Metric("forget_ks_distance", scale=UNIT, kind="set", measured_against="retain"),
+             Metric("privleak", kind="set", measured_against="retain"),
              *metric_set(UTILITY[:-1], scale=UNIT, utility=UTILITY), Metric("model_utility", scale=UNIT,
                                                                             utility=True, kind="set")),
     loader="unlearnbench.suites.tofu.data:load",
@@ -25,5 +26,5 @@ SPEC = on_zoo_family(
     options=("forget_split", "max_items", "max_new_tokens", "mink_k", "privleak_score", "convention",
              "reference_system_prompt"),
     plots="unlearnbench.suites.tofu.plots:quality_vs_utility",
-    per_item_source=(("forget_quality", "forget_truth_ratio"),),
+    per_item_source=(("forget_quality", "forget_truth_ratio"), ("forget_ks_distance", "forget_truth_ratio")),
 )
