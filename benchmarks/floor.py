@@ -46,8 +46,7 @@ FIRST = "first"  # evaluated before the candidate in the same process: it pays t
 RECORDER = '''
 import json, os
 
-import pytest
-
+from unlearnbench import session as session_module
 from unlearnbench.models import handle as handle_module
 
 CURRENT = {"suite": None}
@@ -111,13 +110,20 @@ def _unrecorded(handle, args, kwargs):
 handle_module.ModelHandle.load = classmethod(_counted_load)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item):
-    CURRENT["suite"] = item.path.parent.name
+_evaluate = session_module.Bench._evaluate
+
+
+def _evaluating(self, handle, suite):
+    # The suite being evaluated, not the test running: a check's judgement may evaluate the checkpoint's
+    # other suites first (its Holm family spans them all).
+    outer, CURRENT["suite"] = CURRENT["suite"], suite
     try:
-        return (yield)
+        return _evaluate(self, handle, suite)
     finally:
-        CURRENT["suite"] = None
+        CURRENT["suite"] = outer
+
+
+session_module.Bench._evaluate = _evaluating
 
 
 def pytest_sessionfinish(session):
