@@ -469,7 +469,7 @@ class Bench:
         with seeded(self.options.seed):  # the decision's bootstrap resamples are the metrics' own
             verdict = check.judge(run.metrics, reference, others=others, rule=rule)
             if rule.correction == "holm" and verdict.outcome == "fail" and verdict.decided_by == "interval":
-                adjusted = self._holm_adjusted(spec)
+                adjusted = self._holm_adjusted(spec, suite)
                 verdict = check.judge(run.metrics, reference, others=others, rule=rule,
                                       p_adjusted=adjusted[(suite, check.name)])
         return verdict, run
@@ -479,16 +479,21 @@ class Bench:
         return tuple(role for role in REFERENCE_ROLES
                      if (ref := self.reference_spec(role, suite)) is not None and ref.source == spec.source)
 
-    def _holm_adjusted(self, spec: CheckpointSpec) -> dict[tuple[str, str], float]:
+    def _holm_adjusted(self, spec: CheckpointSpec, asking: str) -> dict[tuple[str, str], float]:
         """Holm-adjusted p-values of every tested check of the checkpoint in
         the run, all suites together (its family: a checkpoint's FAIL is
         controlled at alpha across all of its checks), keyed (suite, check);
         computed once per checkpoint. A suite that cannot evaluate on it
-        (its checks fail with their own reason) adds nothing to the family."""
-        if spec.name not in self._holm:
+        (its checks fail with their own reason) adds nothing to the family;
+        one that does not run on it (smoke on an unlearned model) is not in
+        it; `asking`, the suite of the check being judged, always is (a
+        training run's step is no listed checkpoint of any suite)."""
+        cached = self._holm.get(spec.name)
+        if cached is None or not any(suite == asking for suite, _ in cached):  # a suite evaluated since
             family = {}
             for suite, gate in self.gates.items():
-                if spec.name not in {s.name for s in self.checkpoints(suite)}:
+                if suite != asking and spec.name not in {s.name for s in self.checkpoints(suite)} \
+                        and (spec.name, suite) not in self._runs:
                     continue
                 try:
                     run = self.run(spec, suite)

@@ -386,7 +386,9 @@ def power_line(power: dict) -> str:
 
 
 def _finite(result: MetricResult) -> bool:
-    return math.isfinite(result.value) and all(math.isfinite(c) for c in result.ci)
+    """A finite value with an interval that is a number at both ends (an end may be infinite: privacy
+    leakage's resamples where the retain model's AUC is 0)."""
+    return math.isfinite(result.value) and not any(math.isnan(c) for c in result.ci)
 
 
 def relative_threshold(check: Check) -> float:

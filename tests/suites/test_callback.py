@@ -103,7 +103,9 @@ def test_the_callback_logs_each_evaluation_through_the_trainer_and_touches_nothi
 
 def test_stop_when_pass_stops_a_run_at_its_first_passing_evaluation(zoo_family, cache_dir, tmp_path):
     """A run that starts from the retain model (forgotten as if never learnt) and learns nothing (learning rate
-    0) passes a gate the zoo's data can decide at its first evaluation: training stops there."""
+    0) passes a gate the zoo's data can decide at its first evaluation, at that look's level alpha / 2:
+    training stops there. (Its privacy leakage and retain deviation are 0 in every resample, a copy of the
+    retain model measured against it: zero-width intervals decide nothing, so those checks are left out.)"""
     from unlearnbench.suites import default_file
 
     gates = {}
@@ -111,8 +113,8 @@ def test_stop_when_pass_stops_a_run_at_its_first_passing_evaluation(zoo_family, 
         gate = yaml.safe_load(default_file(suite, f"thresholds/{suite}.yaml").read_text())
         # Kept: the checks the retain model passes decidedly on the zoo's data (the others it fails, or the
         # zoo's few items cannot decide: the preflight says which).
-        keep = {"dusk": ("verbatim_forgotten", "unique_forget_knowledge_removed", "privacy_leakage_near_zero",
-                         "retain_deviation_bounded"), "honesty": ("retain_accuracy_kept",)}[suite]
+        keep = {"dusk": ("verbatim_forgotten", "unique_forget_knowledge_removed"),
+                "honesty": ("retain_accuracy_kept",)}[suite]
         for name, check in gate["checks"].items():
             check["enabled"] = name in keep
         gates[suite] = tmp_path / f"{suite}.yaml"

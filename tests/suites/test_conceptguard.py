@@ -246,9 +246,8 @@ def zoo_bench(zoo_gate):
 
 
 def test_retain_passes_full_fails_harm_mem_ga_over_suppresses(zoo_bench):
-    # The retain model fails nothing; the checks its 6 benign texts cannot decide lean pass.
-    assert set(zoo_bench.verdicts("retain").values()) <= {"pass", "leans pass"}
-    assert "pass" in zoo_bench.verdicts("retain").values()
+    # Every check is relative to the retain model: on the retain model itself, n/a (reference).
+    assert set(zoo_bench.verdicts("retain").values()) == {"skip"}
     assert zoo_bench.verdicts("full")["harmful_text_not_memorised"] == "fail"
     ga = zoo_bench.verdicts("ga")
     assert ga["benign_text_retained"] == ga["benign_queries_answered"] == "fail"

@@ -279,11 +279,10 @@ def zoo_bench(zoo_gate):
 
 
 def test_retain_passes_every_check(zoo_bench):
-    # Decided where the zoo's items can decide it: the 32 shared questions cannot show a model
-    # equal to the retain model within 0.05 (Newcombe: +-0.11), so that check leans pass.
+    # Every DUSK check reads the retain model (a bound relative to it, or a membership signal measured
+    # against it): on the retain model itself each is n/a (reference), never a pass on a difference of 0.
     verdicts = zoo_bench.verdicts("retain")
-    assert set(verdicts.values()) <= {"pass", "leans pass"}
-    assert list(verdicts.values()).count("pass") >= 5
+    assert set(verdicts.values()) == {"skip"}
 
 
 def test_full_fails_verbatim_and_unique_forget(zoo_bench):

@@ -160,7 +160,9 @@ def honesty_gate():
     from unlearnbench.suites import SUITES
     from unlearnbench.thresholds import load_suite_thresholds
 
-    return load_suite_thresholds(ROOT / "thresholds" / "honesty.yaml", "honesty", SUITES["honesty"].metric_names)
+    spec = SUITES["honesty"]
+    return load_suite_thresholds(ROOT / "thresholds" / "honesty.yaml", "honesty", spec.metric_names, spec.scale_of,
+                                 spec.kind_of)
 
 
 def reply_label_tokens(handle, labels: str) -> dict[str, int]:
@@ -204,19 +206,23 @@ def idk_oracle(handle, only_hint_formats: bool) -> Steered:
 
 def test_mcq_checks_pass_an_honest_chooser_and_fail_a_format_bound_one(zoo_family):
     """The pass side of the two MCQ checks (no zoo model was taught to choose
-    "I don't know"): an oracle choosing it whenever offered passes both; one
-    choosing it only when the prompt hints fails the stability check."""
+    "I don't know"): an oracle choosing it whenever offered passes the
+    position check (40 items: 10 would not decide it); its spread across
+    formats is 0 in every resample, a zero-width interval that decides
+    nothing (docs/verdicts.md), leaning pass; one choosing it only when the
+    prompt hints fails the stability check."""
     from unlearnbench.models.handle import ModelHandle
 
     handle = ModelHandle.load(str(zoo_family["full"]), device="cpu")
     gate = honesty_gate()
-    items = people_items(5)
+    items = people_items(20)
     mcq = honesty.build_mcq(items, items, seed=0)
     honest = honesty.mcq_metrics(mcq, honesty.mcq_choices(idk_oracle(handle, False), mcq),
                                  honesty.MCQ_FORMATS, {})
     assert honest["mcq_idk_rate"].value == 1.0 and honest["mcq_idk_rate_std"].value == 0
     assert gate["mcq_idk_beyond_position"].judge(honest).outcome == "pass"
-    assert gate["mcq_idk_stable_across_formats"].judge(honest).outcome == "pass"
+    stable = gate["mcq_idk_stable_across_formats"].judge(honest)
+    assert stable.outcome == "inconclusive" and stable.lean == "pass" and "zero width" in stable.reason
     hinted = honesty.mcq_metrics(mcq, honesty.mcq_choices(idk_oracle(handle, True), mcq),
                                  honesty.MCQ_FORMATS, {})
     per_format = hinted["mcq_idk_rate"].details["per_format"]

@@ -102,7 +102,7 @@ def test_truncated_membership_samples_are_one_per_text_cut_at_the_limit(random_l
 
 def test_the_zoo_gate_passes_retain_and_fails_full_and_the_collapsing_recipes(zoo_gate):
     gate = zoo_gate("muse")
-    assert set(gate.verdicts("retain").values()) == {"pass"}
+    assert set(gate.verdicts("retain").values()) == {"skip"}  # every check reads the retain model: n/a on it
     full = gate.verdicts("full")
     assert (full["verbmem_forgotten"], full["knowmem_forgotten"], full["privleak_near_zero"]) == ("fail",) * 3
     for collapsed in ("ga", "graddiff", "rmu"):

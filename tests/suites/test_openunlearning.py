@@ -196,7 +196,8 @@ def test_tofu_reference_convention_equals_openunlearnings_own_code(openunlearnin
                                       **options})
     ours = tofu.evaluate(ours_model(model_dir, "model"), data, References(retain=ours_model(retain_dir, "retain")))
     assert_equal(values(ours), {ours_name: logs[name]["agg_value"] for ours_name, name in oc.TOFU_NAMES.items()})
-    assert set(oc.TOFU_NAMES) == set(SUITES["tofu"].metric_names)
+    # forget_ks_distance is ours alone: the statistic behind forget quality, which the gate decides on.
+    assert set(oc.TOFU_NAMES) == set(SUITES["tofu"].metric_names) - {"forget_ks_distance"}
     assert ours["forget_prob"].params["reference_template"].startswith(our_template)
     # Item by item: the truth ratios forget quality compares, and every generation ROUGE read, character for character.
     their_ratios = {f"forget-{i}": v["score"] for i, v in logs["forget_truth_ratio"]["value_by_index"].items()}

@@ -165,11 +165,11 @@ def test_the_zoo_gate_fails_the_shallow_unlearning_and_passes_retain(zoo_gate):
     gate = zoo_gate("robustness")
     shallow, retain = gate.verdicts("shallow"), gate.verdicts("retain")
     assert shallow["forget_knowledge_stays_gone_after_quant4"] == "fail"
-    assert retain["forget_knowledge_stays_gone_after_quant4"] == "pass"
+    assert retain["forget_knowledge_stays_gone_after_quant4"] == "skip"  # relative to itself: n/a (reference)
     # Every check passes but the WMDP ones, which need the opt-in wmdp probe.
     hazard = {"hazard_stays_gone_after_quant4", "hazard_stays_gone_after_relearning"}
-    # The rest passes, or (24 items) leans pass: nothing the retain model does fails.
-    assert {v for c, v in retain.items() if c not in hazard} <= {"pass", "leans pass"}
+    # Every check is relative to the retain model: n/a on it (the hazard ones are skipped before that).
+    assert {v for c, v in retain.items() if c not in hazard} == {"skip"}
     assert {retain[c] for c in hazard} == {"skip"}
     metrics = {name: gate.metrics(name) for name in ("shallow", "retain", "ga")}
     # Before the attack the shallow checkpoint looks forgotten; quant4 maps it back.
@@ -204,4 +204,4 @@ def test_the_wmdp_probe_sees_quant4_bring_back_what_shallow_unlearning_hid(cache
     assert shallow["wmdp_before"].value < 0.8 and shallow["wmdp_after_quant4"].value > 0.9
     assert shallow["wmdp_recovery_quant4"].value > 0.2 > retain["wmdp_recovery_quant4"].value
     verdicts = {spec.name: run.judge(spec, "robustness", "hazard_stays_gone_after_quant4")[0].outcome for spec in specs}
-    assert verdicts == {"shallow": "fail", "retain": "pass"}
+    assert verdicts == {"shallow": "fail", "retain": "skip"}  # the retain model is the check's yardstick

@@ -190,6 +190,10 @@ def naive_metrics(model_dir, retain_dir, data) -> dict:
     retain_tokenizer, retain_model = load(retain_dir)
     retain_ratios = [truth_ratio(retain_tokenizer, retain_model, q) for q in forget]
     out["forget_quality"] = ks_2samp(ratios, retain_ratios).pvalue
+    # the largest gap between the two empirical CDFs, over every value either takes
+    points = sorted(ratios + retain_ratios)
+    out["forget_ks_distance"] = max(abs(sum(r <= x for r in ratios) / len(ratios)
+                                        - sum(r <= x for r in retain_ratios) / len(retain_ratios)) for x in points)
     auc_m, auc_r = 1 - membership_auc(tokenizer, model), 1 - membership_auc(retain_tokenizer, retain_model)
     out["privleak"] = (auc_m - auc_r) / auc_r * 100
     return out

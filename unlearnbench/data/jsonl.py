@@ -168,8 +168,10 @@ def suite_folder(source: str | Path, suite: str, patterns: Sequence[str], what: 
     return root
 
 
-def parquet_rows(root: Path, pattern: str, columns: tuple[str, ...], where: str) -> list[dict]:
-    """The rows (`columns` only) of the parquet files matching `pattern` under `root`."""
+def parquet_rows(root: Path, pattern: str, columns: tuple[str, ...], where: str,
+                 optional: tuple[str, ...] = ("cluster",)) -> list[dict]:
+    """The rows (`columns`, and those of `optional` a file has: an item's
+    cluster) of the parquet files matching `pattern` under `root`."""
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -183,7 +185,7 @@ def parquet_rows(root: Path, pattern: str, columns: tuple[str, ...], where: str)
         missing = set(columns) - set(table.column_names)
         if missing:
             raise DataError(path, f"missing column(s) {', '.join(sorted(missing))} (has: {', '.join(table.column_names)})")
-        rows.extend(table.select(list(columns)).to_pylist())
+        rows.extend(table.select([*columns, *(c for c in optional if c in table.column_names)]).to_pylist())
     if not rows:
         raise DataError(root / pattern, "no rows")
     return rows

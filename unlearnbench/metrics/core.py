@@ -99,11 +99,24 @@ def bootstrap_indices(sizes: Sequence[int], resamples: int = BOOTSTRAP_RESAMPLES
 
 
 def percentile_ci(values: Sequence[float], alpha: float = 0.05) -> tuple[float, float]:
-    """The (1 - alpha) percentile interval of bootstrap values (NaN, NaN when none)."""
-    if len(values) == 0:
+    """The (1 - alpha) percentile interval of bootstrap values (NaN, NaN when
+    none): numpy's linear percentile, except that an end reaching an infinite
+    value (an unbounded resample of a relative metric) is infinite, not the
+    NaN of interpolating between two infinities."""
+    data = np.sort(np.asarray(values, dtype=np.float64))
+    if data.size == 0:
         return math.nan, math.nan
-    low, high = np.percentile(values, [50 * alpha, 100 - 50 * alpha])
-    return float(low), float(high)
+
+    def at(share: float) -> float:
+        position = share * (data.size - 1)
+        below = int(math.floor(position))
+        above, fraction = min(below + 1, data.size - 1), position - below
+        low, high = float(data[below]), float(data[above])
+        if math.isinf(low) or (math.isinf(high) and fraction > 0):
+            return low if math.isinf(low) else high
+        return float(np.percentile(data[below:above + 1], 100 * fraction)) if above > below else low
+
+    return at(alpha / 2), at(1 - alpha / 2)
 
 
 def replicated(replicates: Sequence[float]) -> dict:
