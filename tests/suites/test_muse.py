@@ -104,7 +104,10 @@ def test_the_zoo_gate_passes_retain_and_fails_full_and_the_collapsing_recipes(zo
     gate = zoo_gate("muse")
     assert set(gate.verdicts("retain").values()) == {"skip"}  # every check reads the retain model: n/a on it
     full = gate.verdicts("full")
-    assert (full["verbmem_forgotten"], full["knowmem_forgotten"], full["privleak_near_zero"]) == ("fail",) * 3
+    # The full model's PrivLeak is -100 in every resample (its forget and holdout texts separate perfectly):
+    # a zero-width interval decides nothing; it leans fail.
+    assert (full["verbmem_forgotten"], full["knowmem_forgotten"], full["privleak_near_zero"]) == (
+        "fail", "fail", "leans fail")
     for collapsed in ("ga", "graddiff", "rmu"):
         assert gate.verdicts(collapsed)["utility_preserved"] == "fail", collapsed
     full_m, retain_m = gate.metrics("full"), gate.metrics("retain")
