@@ -9,17 +9,17 @@ interval over items counts their clusters (a person, a document, a concept:
 
 - binary (0/1 items): Wilson's interval on the effective sample size
   (Korn & Graubard: n over the design effect, and scaled by (z / t(G-1))^2
-  when items share clusters); a paired difference as a bounded one on
-  [-1, 1] (Newcombe's paired interval, method 10, undercovers when the
-  discordant pairs all go one way: 9.5% false passes at n = 24 against 2.5%,
-  benchmarks/calibration.py);
-- bounded (items on the declared scale): a studentized interval with
-  cluster-robust (CR1) standard errors and t(G-1) critical values, computed
-  with a pseudo-item of half an item's weight at each end of the scale (of
-  the difference's scale, for a paired difference), so that all-equal or
-  sparse scores keep a width the scale allows (the Agresti-Coull idea for
-  bounded means);
-- unbounded: the same studentized interval, without pseudo-items;
+  when items share clusters);
+- bounded (items on the declared scale): Wilson's interval on the
+  quasi-binomial effective n (`wilson_effective`), its spread padded by one
+  pseudo-item at each end of the scale and never wider than 0/1 items';
+- unbounded: a studentized interval, cluster-robust (CR1) standard errors
+  and t(G-1) critical values;
+- a paired difference of binary or bounded means: the studentized interval
+  of the per-item differences, computed with one pseudo-item at each end of
+  the difference's scale (Newcombe's paired interval undercovers when the
+  discordant pairs all go one way: 9.5% false passes at n = 24 against 2.5%);
+  of unbounded means, without pseudo-items;
 - set-level (an AUC, a KS statistic, a spread: `MetricResult.replicates`):
   the percentile interval of the bootstrap replicates, of their paired
   differences for a relative check.
