@@ -461,7 +461,7 @@ class Bench:
         run = self.run(spec, suite)
         rule = self.options.rule
         roles = self._roles_of(spec, suite)
-        if check.relative_to in roles:
+        if check.relative_to in roles and check.or_bound is None:  # with an or_bound it may be judged absolutely
             return check.on_its_reference(check.relative_to, rule), run
         against = SUITES[suite].measured_against.get(check.metric)
         if against in roles:  # PL, RD, forget quality: the model against itself, 0 by construction
@@ -502,7 +502,8 @@ class Bench:
                 roles = self._roles_of(spec, suite)
                 against = SUITES[suite].measured_against
                 for check in gate.values():
-                    if not check.enabled or check.relative_to in roles or against.get(check.metric) in roles or (
+                    if not check.enabled or (check.relative_to in roles and check.or_bound is None) \
+                            or against.get(check.metric) in roles or (
                             check.relative_to and check.or_bound is None
                             and self.reference_spec(check.relative_to, suite) is None):
                         continue

@@ -213,18 +213,18 @@ def test_the_zoo_run_decides_only_what_its_intervals_show_and_another_seed_rever
             low, high = v["decision_ci"]
             assert not low <= threshold <= high and high > low, (v["check"], v["decision_ci"], threshold)
             assert v["interval"] in families[v["kind"]], (v["check"], v["kind"], v["interval"])
-            assert v["clusters"] and v["mde"] > 0 and v["power"] == 0.8, v["check"]
+            assert (v["clusters"] or v["kind"] == "set") and v["mde"] > 0 and v["power"] == 0.8, v["check"]
         if v.get("lean"):
             assert v["outcome"] == "inconclusive" and v["decided_by"] is None
     assert sum(bool(v.get("lean")) for v in judged) < len(judged) / 3  # most checks are decided
     # Items in clusters: the zoo's 128 forget questions of the honesty suite are about 16 persons.
     leak = report["checkpoints"]["ga"]["suites"]["honesty"]["checks"]["forget_not_leaked"]
     assert leak["n"] == 128 and leak["clusters"] == 16 and leak["interval"] == "wilson-clustered"
-    # No reference is judged against itself: the retain model's checks relative to retain are n/a.
-    for suite, result in report["checkpoints"]["retain"]["suites"].items():
-        for check, v in result["checks"].items():
-            if v.get("relative_to") == "retain":
-                assert v["outcome"] == "skip" and v["reason"].startswith("n/a (reference)"), (suite, check)
+    # No reference is judged against itself: the retain model's checks relative to retain are n/a (those with
+    # an absolute or_bound are judged on it, as any absolute check).
+    itself = [v for result in report["checkpoints"]["retain"]["suites"].values() for v in result["checks"].values()
+              if v.get("relative_to") == "retain" and v["outcome"] == "skip"]
+    assert len(itself) >= 10 and all(v["reason"].startswith("n/a (reference)") for v in itself)
     preflight = report["run"]["preflight"]
     # Issue 54: the zoo's sets can decide the verbatim margin, and MMLU has 256 questions. Issue 55: the
     # preflight aims at 80% power on clustered items, where some margins of 0.05 need more than the zoo's 128.
