@@ -73,9 +73,8 @@ def test_weight_free_suites_run_on_a_protocol_only_backend(bigram_env, tmp_path,
         assert uds["outcome"] == "skip" and "activation patching" in uds["reason"]
         for check in suites["robustness"]["checks"].values():
             # On the retain model itself, a check relative to it is n/a before any capability is asked for.
-            why = ("n/a (reference)" if name == "retain" and check.get("relative_to") == "retain"
-                   else "does not hold in this process")
-            assert check["outcome"] == "skip" and why in check["reason"], check["reason"]
+            reasons = ("does not hold in this process",) + (("n/a (reference)",) if name == "retain" else ())
+            assert check["outcome"] == "skip" and any(r in check["reason"] for r in reasons), check["reason"]
     # The gate separates the model that saw the forget data from the one that never did. These three metrics
     # measure a checkpoint against the retain model: on the retain model itself they are n/a, not a pass.
     # The full model's MUSE PrivLeak is -100 in every resample (its forget and holdout texts separate
