@@ -204,4 +204,5 @@ def test_the_wmdp_probe_sees_quant4_bring_back_what_shallow_unlearning_hid(cache
     assert shallow["wmdp_before"].value < 0.8 and shallow["wmdp_after_quant4"].value > 0.9
     assert shallow["wmdp_recovery_quant4"].value > 0.2 > retain["wmdp_recovery_quant4"].value
     verdicts = {spec.name: run.judge(spec, "robustness", "hazard_stays_gone_after_quant4")[0].outcome for spec in specs}
-    assert verdicts == {"shallow": "fail", "retain": "skip"}  # the retain model is the check's yardstick
+    # The retain model is the relative yardstick, so it is judged on the absolute or_bound alone.
+    assert verdicts == {"shallow": "fail", "retain": "pass"}
