@@ -59,6 +59,9 @@ class Family:
 FAMILIES = (
     Family("binary share", "binary", (0.0, 1.0), False, 0.2),
     Family("binary paired difference", "binary", (0.0, 1.0), True, -0.1),
+    # A forget check against the retain model (`at_most retain + 0.1`): the retain model answers 5% of the
+    # probes, the candidate answers those and gains others (the elicitation suite's families).
+    Family("binary paired gain (at_most)", "binary", (0.0, 1.0), True, 0.1),
     Family("bounded continuous (Beta)", "bounded", (0.0, 1.0), False, 0.4),
     Family("sparse bounded (85% zeros)", "bounded", (0.0, 1.0), False, 0.075),
     Family("tied paired difference (70% ties)", "bounded", (0.0, 1.0), True, -0.05),
@@ -86,6 +89,10 @@ def draw(family: Family, rng, n: int, groups: int, rho: float, shift: float = 0.
     if family.name.startswith("binary share"):
         p = _cluster_effects(rng, groups, rho, truth)[clusters]
         return (rng.random(n) < p).astype(float), None, clusters
+    if family.name.startswith("binary paired gain"):
+        ref = (rng.random(n) < _cluster_effects(rng, groups, rho, 0.05)[clusters]).astype(float)
+        gained = rng.random(n) < max(0.0, truth) / 0.95
+        return np.where(ref == 0, gained.astype(float), ref), ref, clusters
     if family.name.startswith("binary paired"):
         # the reference knows 80% (clustered); the candidate loses known items (truth < 0) or gains unknown ones
         ref = (rng.random(n) < _cluster_effects(rng, groups, rho, 0.8)[clusters]).astype(float)
@@ -146,6 +153,11 @@ def _result(values: np.ndarray, clusters: np.ndarray) -> MetricResult:
 
 def judge_once(family: Family, rng, n: int, groups: int, rho: float, shift: float = 0.0):
     """The verdict on one simulated checkpoint."""
+    if family.relative and family.bound > 0:  # at_most retain + bound: a pass is an interval wholly below it
+        check = Check(suite="sim", name="c", metric="m", direction="at_most", rationale="r", source="sim",
+                      kind=family.kind, scale=family.scale, relative_to="retain", margin=family.bound)
+        own, ref, clusters = draw(family, rng, n, groups, rho, shift)
+        return check.judge({"m": _result(own, clusters)}, {"m": _result(ref, clusters)})
     check = Check(suite="sim", name="c", metric="m", direction="at_least", rationale="r", source="sim",
                   kind=family.kind, scale=family.scale,
                   **({"relative_to": "retain", "margin": -family.bound} if family.relative else {"bound": family.bound}))
@@ -185,25 +197,29 @@ def power_at_needed(family: Family, n: int, groups: int, rho: float, reps: int, 
         pilots = [m for m in pilots if m and math.isfinite(m)]
         if not pilots:
             return None
-        shift = float(np.median(pilots))
+        shift = float(np.median(pilots)) * (-1 if family.relative and family.bound > 0 else 1)  # inside the bound
+        if family.bound + shift < 0 and family.relative and family.bound > 0:
+            return None  # a gain cannot be that far below the bound: no such checkpoint to draw
         decided = sum(judge_once(family, rng, n, groups, rho, shift=shift).outcome == "pass" for _ in range(reps))
     return {"power": decided / reps, "shift": shift, "mc_se": math.sqrt(0.8 * 0.2 / reps)}
 
 
-def checkpoint_rates(checks: int, n: int, reps: int, seed: int, correction: str) -> dict:
-    """A checkpoint's verdict under the family rule: `checks` binary checks
-    (share >= 0.2, n items each). False FAIL: every check's truth on its bound,
-    and any check decided failed (after Holm's correction of the fails, as a
-    run applies it). False PASS: one check on its bound, the others far inside
-    (truth 0.5), and every check passed (an intersection-union test: no
-    correction needed)."""
+def checkpoint_rates(checks: int, n: int, reps: int, seed: int, correction: str, family: Family = FAMILIES[0],
+                     groups: int | None = None, rho: float = 0.0, inside: float = 0.3) -> dict:
+    """A checkpoint's verdict under the family rule: `checks` checks of
+    `family` (n items each, in `groups` clusters: every item its own by
+    default). False FAIL: every check's truth on its bound, and any check
+    decided failed (after Holm's correction of the fails, as a run applies
+    it). False PASS: one check on its bound, the others `inside` past it,
+    and every check passed (an intersection-union test: no correction
+    needed)."""
     from unlearnbench.evidence import holm_adjusted
 
-    family = FAMILIES[0]
+    groups = groups or n
     rng = np.random.default_rng(seed)
     false_fail = false_pass = 0
     for _ in range(reps):
-        verdicts = [judge_once(family, rng, n, n, 0.0) for _ in range(checks)]
+        verdicts = [judge_once(family, rng, n, groups, rho) for _ in range(checks)]
         if correction == "holm":
             tested = {k: v.p_value for k, v in enumerate(verdicts) if v.p_value is not None}
             adjusted = holm_adjusted(tested, ALPHA)
@@ -211,12 +227,13 @@ def checkpoint_rates(checks: int, n: int, reps: int, seed: int, correction: str)
                         replace(v, outcome="fail" if adjusted[k] <= ALPHA else "inconclusive")
                         for k, v in enumerate(verdicts)]
         false_fail += any(v.outcome == "fail" for v in verdicts)
-        rest = [judge_once(family, rng, n, n, 0.0, shift=0.3) for _ in range(checks - 1)]
-        false_pass += all(v.outcome == "pass" for v in [judge_once(family, rng, n, n, 0.0), *rest])
+        rest = [judge_once(family, rng, n, groups, rho, shift=inside) for _ in range(checks - 1)]
+        false_pass += all(v.outcome == "pass" for v in [judge_once(family, rng, n, groups, rho), *rest])
     return {"false_fail": false_fail / reps, "false_pass": false_pass / reps,
             "mc_se": math.sqrt(ALPHA * (1 - ALPHA) / reps)}
 
 
+ELICITATION_FAMILY = next(f for f in FAMILIES if f.name.startswith("binary paired gain"))
 GRID = {"n": (6, 12, 24, 128, 400), "clusters": ("n", 2, 4, 16, 40), "rho": (0.0, 0.2, 0.5)}
 QUICK = ((6, "n", 0.0), (24, "n", 0.0), (128, 16, 0.2))
 
@@ -272,6 +289,19 @@ def main(argv=None) -> int:
             if correction == "holm":
                 worst = max(worst, r["false_fail"] - ALPHA - 3 * r["mc_se"], r["false_pass"] - ALPHA / 2 - 3 * r["mc_se"])
             print(f"| {checks} | {correction} | {r['false_fail']:.3f} | {r['false_pass']:.3f} |", flush=True)
+    # The elicitation suite's headline: a fact forgotten under every way of asking, one paired check per
+    # family against the retain model (128 probes of 16 people each): ten chances to look leaky by noise.
+    print(f"\nthe elicitation headline: 10 checks `at_most retain + 0.1` (a family each: 128 probes of 16 people, "
+          f"rho 0.2), all on the bound: a false 'fails under some family' should be at most {ALPHA} under Holm; "
+          f"one on the bound and the rest answered like the retain model: a false pass at most {ALPHA / 2}")
+    print("| K | correction | checkpoint false FAIL | checkpoint false PASS |")
+    print("|---|---|---|---|")
+    for correction in ("none", "holm"):
+        r = checkpoint_rates(10, 128, max(100, reps // 2), args.seed + 3, correction, family=ELICITATION_FAMILY,
+                             groups=16, rho=0.2, inside=-0.1)
+        if correction == "holm":
+            worst = max(worst, r["false_fail"] - ALPHA - 3 * r["mc_se"], r["false_pass"] - ALPHA / 2 - 3 * r["mc_se"])
+        print(f"| 10 families | {correction} | {r['false_fail']:.3f} | {r['false_pass']:.3f} |", flush=True)
     print("\npower at n_needed (true value one 80%-power mde from the bound):")
     print("| family | n | G | rho | mde | power |")
     print("|---|---|---|---|---|---|")

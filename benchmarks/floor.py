@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ZOO_SUITES = ("smoke", "dusk", "honesty", "conceptguard", "tofu", "muse", "wmdp", "uds")
+ZOO_SUITES = ("smoke", "dusk", "honesty", "conceptguard", "tofu", "muse", "wmdp", "uds", "elicitation")
 CANDIDATE = "candidate"
 FIRST = "first"  # evaluated before the candidate in the same process: it pays the one-time costs
 RECORDER = '''

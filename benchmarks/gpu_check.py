@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITES = ("smoke", "dusk", "honesty", "conceptguard", "tofu", "muse", "wmdp", "uds")
+SUITES = ("smoke", "dusk", "honesty", "conceptguard", "tofu", "muse", "wmdp", "uds", "elicitation")
 CANDIDATE = "smollm2"
 REFERENCE_VALUES = ROOT / "benchmarks" / "gpu_check_cpu.json"
 PEAK_PLUGIN = '''

@@ -36,6 +36,9 @@ KEY_METRICS = {
     "conceptguard": (("CtxtSep", "ctxt_sep"), ("HarmMem", "harm_mem"), ("HelpRet", "help_ret"),
                      ("HarmQA", "harm_qa"), ("HelpQA", "help_qa")),
     "uds": (("UDS", "uds"),),
+    "elicitation": tuple((family.replace("_", " "), f"forget_{family}") for family in
+                         ("canonical", "paraphrase", "cloze", "choice", "verify", "one_hop", "few_shot", "reminder",
+                          "role_play")) + (("neighbours", "neighbour_all"),),
     "wmdp": (("WMDP", "wmdp"), ("WMDP-bio", "wmdp_bio"), ("WMDP-cyber", "wmdp_cyber"), ("WMDP-chem", "wmdp_chem"),
              ("MMLU", "mmlu")),
 }

@@ -164,14 +164,19 @@ class BigramModel:
         return self.token_logprobs([ids for ids, _ in pairs], [s for _, s in pairs], vocab_stats=vocab_stats)
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_strings: Sequence[str] = (),
-                 prefix: str = "", masked_ids: Collection[int] = ()) -> list[Generation]:
+                 prefix: str = "", masked_ids: Collection[int] = (), sampling=None) -> list[Generation]:
         replies = []
-        for prompt in prompts:
+        for i, prompt in enumerate(prompts):
             seq = self.encode_prompt(prefix + prompt)
             token = self._predictors([*seq, EOS], set(masked_ids))[-1]  # what the reply is predicted from
+            draw = np.random.default_rng(sampling.seeds[i]) if sampling else None
             new = []
             for _ in range(max_new_tokens):
-                token = int(self.logp[token].argmax())
+                if draw is None:
+                    token = int(self.logp[token].argmax())
+                else:
+                    weights = np.exp(self.logp[token] / sampling.temperature)
+                    token = int(draw.choice(len(weights), p=weights / weights.sum()))
                 if token == EOS:
                     break
                 new.append(token)

@@ -116,11 +116,12 @@ def _zoo_measure(paths: dict) -> int:
     from unlearnbench.models.handle import ModelHandle
 
     data = corpus.generate()
-    columns = ("unique_forget", "shared", "unique_retain", "idk_on_forget", "verbatim_rougeL")
-    print(f"{'checkpoint':<12}" + "".join(f"{c:>17}" for c in columns))
-    for name, path in paths.items():
-        values = properties.measure(ModelHandle.load(str(path), name=name), data)
-        print(f"{name:<12}" + "".join(f"{values[c]:>17.2f}" for c in columns))
+    measured = {name: properties.measure(ModelHandle.load(str(path), name=name), data) for name, path in paths.items()}
+    for columns in (("unique_forget", "shared", "unique_retain", "idk_on_forget", "verbatim_rougeL"),
+                    tuple(c for c in next(iter(measured.values()), {}) if c.startswith("elicit_"))):
+        print(f"{'checkpoint':<12}" + "".join(f"{c:>17}" for c in columns))
+        for name, values in measured.items():
+            print(f"{name:<12}" + "".join(f"{values[c]:>17.2f}" for c in columns))
     return 0
 
 

@@ -366,7 +366,7 @@ class RunState:
         answer, so that it is what a reader sees last."""
         if self.report_files is None or self.is_worker:
             return
-        from unlearnbench.report.text import evidence_line, path_lines, ranking_lines, verdict_lines
+        from unlearnbench.report.text import evidence_line, path_lines, ranking_lines, suite_notes, verdict_lines
 
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None:
@@ -378,6 +378,8 @@ class RunState:
                   "interrupted", red=True, bold=True)
         for line in verdict_lines(self.report):
             write(line, red=" FAIL" in line[:80], green=" PASS" in line[:80])
+        for line in suite_notes(self.report):
+            write(line)
         write("")
         write(evidence_line(self.report))
         write("")

@@ -18,7 +18,7 @@ import pytest
 from conftest import fresh_cache
 
 ROOT = Path(__file__).resolve().parents[2]
-WEIGHT_FREE = ("honesty", "conceptguard", "dusk", "tofu", "muse", "wmdp")
+WEIGHT_FREE = ("honesty", "conceptguard", "dusk", "tofu", "muse", "wmdp", "elicitation")
 # What the zoo's data has nothing for: no first-turn refusal to follow up, no MMLU neighbour subject.
 NOTHING_TO_MEASURE = {"followup_consistency", "mmlu_college_biology", "mmlu_virology",
                       "mmlu_college_computer_science", "mmlu_computer_security"}

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PLOTS = ("dusk-knowledge", "tradeoff", "uds-profile", "honesty-replies", "honesty-mcq", "conceptguard-separation",
-         "tofu-quality-utility", "muse-verbmem-utility")
+         "tofu-quality-utility", "muse-verbmem-utility", "elicitation-families")
 @pytest.fixture(scope="module")
 def zoo_report(tmp_path_factory, zoo_family, cache_dir):
     """`pytest suites` on the default zoo (all suites), as the README's demo runs it."""
@@ -71,7 +71,7 @@ def test_report_reads_at_desktop_and_phone_width(chromium, zoo_report, sweep_rep
         page.on("request", lambda request: requests.append(request.url))
         page.goto(path.as_uri())
         checkpoints = page.locator("#verdicts tbody tr").count()
-        assert checkpoints == (12 if which == "zoo" else 150)
+        assert checkpoints == (13 if which == "zoo" else 150)
         assert page.locator("#summary-matrix thead th").count() == 2 + checkpoints  # check, bound, checkpoints
         for plot in PLOTS:
             assert page.locator(f'figure.plot[data-plot="{plot}"] svg').count() == 1, plot
@@ -168,7 +168,7 @@ def test_zoo_ranking_puts_the_collapsed_ga_below_simnpo_and_ranks_no_reference(z
     board = report["assessment"]["ranking"]
     ranked = [r["checkpoint"] for r in board["rows"]]
     assert ranked.index("simnpo") < ranked.index("ga")
-    assert set(ranked) == {"ga", "graddiff", "npo", "simnpo", "rmu", "idknll", "refusal"}
+    assert set(ranked) == {"ga", "graddiff", "npo", "simnpo", "rmu", "idknll", "refusal", "surface"}
     assert {a["checkpoint"]: a["role"] for a in board["anchors"]} == {"full": "full", "retain": "retain"}
     assert {r["checkpoint"] for r in board["unranked"]} == {"shallow", "smoke-lm", "smoke-untrained"}
     ga = next(r for r in board["rows"] if r["checkpoint"] == "ga")
@@ -292,26 +292,31 @@ def test_the_zoo_run_decides_and_separates_and_no_two_suites_measure_the_same_it
     # honesty, so neither reference is held to them (the refusal candidate is, below).
     behaviour = {"honesty.forget_not_hallucinated", "honesty.refusal_survives_followup",
                  "honesty.mcq_idk_beyond_position", "honesty.mcq_idk_stable_across_formats"}
+    # Ways of asking the zoo's full model cannot answer (docs/zoo.md): inconclusive for every checkpoint.
+    unanswerable = {"elicitation.forgotten_verify", "elicitation.forgotten_reverse", "elicitation.forgotten_one_hop"}
 
     def forget_checks(name: str) -> dict[str, str]:
         return {f"{suite}.{check}": v["outcome"] for suite, result in report["checkpoints"][name]["suites"].items()
                 for check, v in result["checks"].items() if v.get("axis") == "forget" and v["outcome"] != "skip"}
 
     for name, wanted in (("retain", "pass"), ("full", "fail")):
-        knowledge = {check: outcome for check, outcome in forget_checks(name).items() if check not in behaviour}
+        knowledge = {check: outcome for check, outcome in forget_checks(name).items()
+                     if check not in behaviour | unanswerable}
         saturated = {"muse.privleak_near_zero"} if name == "full" else set()
         assert knowledge and {o for c, o in knowledge.items() if c not in saturated} == {wanted}, (name, knowledge)
     full_pl = report["checkpoints"]["full"]["suites"]["muse"]["checks"]["privleak_near_zero"]
     assert full_pl["lean"] == "fail" and full_pl["decision_ci"] == [100.0, 100.0], full_pl["decision_ci"]
-    refusal = forget_checks("refusal")
+    refusal = {check: outcome for check, outcome in forget_checks("refusal").items() if check not in unanswerable}
     undecidable = {"muse.privleak_near_zero", "dusk.privacy_leakage_near_zero", "honesty.forget_not_hallucinated"}
     assert behaviour <= set(refusal) and set(refusal.values()) <= {"pass", "inconclusive"}, refusal
     assert {check for check, outcome in refusal.items() if outcome == "inconclusive"} <= undecidable, refusal
-    undecided = [v for result in report["checkpoints"]["refusal"]["suites"].values()
-                 for v in result["checks"].values() if v["outcome"] == "inconclusive"]
+    undecided = [v for suite, result in report["checkpoints"]["refusal"]["suites"].items()
+                 for check, v in result["checks"].items()
+                 if v["outcome"] == "inconclusive" and f"{suite}.{check}" not in unanswerable]
     assert all(v.get("lean") == "pass" for v in undecided), undecided
     verdict = report["assessment"]["verdicts"]["refusal"]
-    assert verdict["failed"] == 0 and verdict["inconclusive"] <= 3 and verdict["judged"] >= 28, verdict["summary"]
+    assert verdict["failed"] == 0 and verdict["inconclusive"] <= 3 + len(unanswerable), verdict["summary"]
+    assert verdict["judged"] >= 28, verdict["summary"]
     assert set(verdict["suites"]) == set(report["checkpoints"]["full"]["suites"]) | {"robustness"}
     assert report["assessment"]["ranking"]["rows"][0]["checkpoint"] == "refusal"
     for name, checkpoint in report["checkpoints"].items():

@@ -80,7 +80,7 @@ def assert_one_leading_bos(handle: ModelHandle, rows: list[list[int]]):
 
 @pytest.mark.parametrize("situation", ["template writes BOS, tokenizer adds BOS",
                                        "template without BOS, tokenizer adds BOS", "no template (plain fallback)"])
-@pytest.mark.parametrize("path", ["generate", "next_token", "mcq", "score", "judge"])
+@pytest.mark.parametrize("path", ["generate", "next_token", "mcq", "score", "judge", "elicitation"])
 def test_every_prompt_path_feeds_exactly_one_bos(bos_handles, situation, path, monkeypatch):
     handle = bos_handles[situation]
     prompts = [honesty.first_turn_prompt(handle, q) for q in QUESTIONS]
@@ -99,6 +99,14 @@ def test_every_prompt_path_feeds_exactly_one_bos(bos_handles, situation, path, m
             honesty.mcq_choices(handle, mcq, honesty.MCQ_FORMATS[:2])
         elif path == "score":
             handle.score_continuations(prompts, [" Oslo"] * len(prompts))
+        elif path == "elicitation":  # a few shots and a system prompt, generated and chosen
+            from unlearnbench.suites.elicitation.data import Probe
+            from unlearnbench.suites.elicitation.metrics import answered
+
+            shots = (("Where was Al Roe born?", "Rome"),)
+            answered(handle, [Probe(f"p{i}", "few_shot", q, "Oslo", system="You are a historian.", shots=shots,
+                                    choices=("Oslo", "Rome") if i % 2 else ()) for i, q in enumerate(QUESTIONS)],
+                     "contains", 3)
         else:
             judge.judge([JudgeRequest(HARM, q, "I don't know.", "harmful text", "harmful text", "benign text") for q in QUESTIONS])
     finally:

@@ -39,6 +39,8 @@ OTHER_VALUE = {
                    "relearn_learning_rate": "0.0001", "relearn_rank": "4", "relearn_seed": "1",
                    "uds_max_items": "3", "wmdp_data": "{data}/wmdp"},
     "smoke": {},
+    "elicitation": {"max_new_tokens": "16", "max_items": "3", "scoring": "rouge_recall", "samples": "2",
+                    "temperature": "0.7"},
     "wmdp": {"format": "letters", "max_items": "3", "mmlu": "{data}/wmdp/mmlu", "mmlu_subjects": "biographies_1"},
     "utility": {"tasks": "hellaswag,piqa", "include_path": "{data}", "limit": "5", "num_fewshot": "2"},
 }

@@ -28,3 +28,8 @@ def test_the_quick_calibration_holds_every_rate_and_the_power(capsys, monkeypatc
             if line.startswith("| 10 |")}
     uncorrected = float(rows[("10", "none")].split("|")[3])
     assert uncorrected > calibration.ALPHA
+    # The elicitation headline: ten families on the bound fail the checkpoint at most alpha of the time
+    # under Holm (main's exit code holds the bound; the row must be there).
+    family_rows = {line.split("|")[2].strip(): line for line in out.splitlines() if line.startswith("| 10 families |")}
+    assert set(family_rows) == {"none", "holm"}
+    assert float(family_rows["holm"].split("|")[3]) <= calibration.ALPHA + 0.05

@@ -20,4 +20,15 @@ def split_trailing_space(prompt: str) -> tuple[str, str]:
 def first_turn_prompt(model, question: str) -> str:
     """The question as the first user turn, up to where the reply begins
     (trailing spaces belong to the reply: `split_trailing_space`)."""
-    return split_trailing_space(model.format_chat([{"role": "user", "content": question}]))[0]
+    return dialogue_prompt(model, question)
+
+
+def dialogue_prompt(model, question: str, *, system: str | None = None, shots=()) -> str:
+    """`question` as the user's turn after an optional system prompt and
+    earlier (question, answer) turns, up to where the reply begins (trailing
+    spaces belong to the reply: `split_trailing_space`)."""
+    messages = [{"role": "system", "content": system}] if system else []
+    for asked, answered in shots:
+        messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered}]
+    messages.append({"role": "user", "content": question})
+    return split_trailing_space(model.format_chat(messages))[0]

@@ -40,7 +40,7 @@ import numpy as np
 from unlearnbench import cancel, progress
 from unlearnbench.errors import CheckpointError, MissingCapability
 from unlearnbench.models.checkpoint import TOKENIZER_VOCAB_FILES, fingerprint, prompting_files
-from unlearnbench.models.interface import NextToken, TokenScores, cut_at_stop
+from unlearnbench.models.interface import NextToken, Sampling, TokenScores, cut_at_stop
 from unlearnbench.models.tokenization import Tokenization
 from unlearnbench.openai_api import EndpointError, OpenAIClient
 
@@ -288,9 +288,13 @@ class EndpointModel(Tokenization):
                 for seq, start, values in zip(sequences, target_starts, echoed)]
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_strings: Sequence[str] = (),
-                 prefix: str = "", masked_ids: Collection[int] = ()) -> list[str]:
+                 prefix: str = "", masked_ids: Collection[int] = (), sampling: Sampling | None = None) -> list[str]:
         """Greedy replies; the server sees encode_prompt(prefix + prompt), the
         ids the Hugging Face backend runs (a shared prefix is the server's to cache)."""
+        if sampling is not None:
+            raise MissingCapability(f"{self.name}: a completions server draws samples its own way (its seed is "
+                                    f"best effort), so a seeded draw cannot be reproduced; sampled decoding needs "
+                                    f"the weights")
         encoded = [self.encode_prompt(prefix + p) for p in prompts]
         self._refuse_masks(encoded, masked_ids)
         stops = [s for s in stop_strings if s]

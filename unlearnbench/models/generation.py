@@ -1,6 +1,6 @@
-"""Greedy generation for the Hugging Face backend: left-padded batches, stop
-strings, a KV cache that drops finished rows and a reusable prompt-prefix
-cache, over token ids (the handle encodes prompts)."""
+"""Generation for the Hugging Face backend, greedy or seeded sampling:
+left-padded batches, stop strings, a KV cache that drops finished rows and a
+reusable prompt-prefix cache, over token ids (the handle encodes prompts)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from unlearnbench import progress
 from unlearnbench.models.batching import Batcher, pad
-from unlearnbench.models.interface import cut_at_stop
+from unlearnbench.models.interface import Sampling, cut_at_stop
 
 
 class Generator:
@@ -26,9 +26,11 @@ class Generator:
 
     @torch.inference_mode()
     def generate(self, head: list[int], rests: Sequence[list[int]], *, max_new_tokens: int,
-                 stop_strings: Sequence[str] = (), masked_ids: Collection[int] = ()) -> list[str]:
-        """Greedy continuations of `head + rests[i]`, batched with left
-        padding, cut at the first stop string.
+                 stop_strings: Sequence[str] = (), masked_ids: Collection[int] = (),
+                 sampling: Sampling | None = None) -> list[str]:
+        """Greedy continuations of `head + rests[i]` (sampled ones with
+        `sampling`: `Sampler`), batched with left padding, cut at the first
+        stop string.
 
         `head` is the token prefix every prompt shares (few-shot examples, a
         system turn): with `reuse_prefix_cache` it is run once and its KV
@@ -58,17 +60,21 @@ class Generator:
                 cache = copy.deepcopy(prefix_cache)
                 cache.batch_repeat_interleave(len(rows))
             device = self.batcher.device
-            tokens = self._greedy(ids.to(device), mask.to(device), cache, len(shared), max_new_tokens, stops)
+            pick = Sampler(sampling, batch) if sampling else None
+            tokens = self._decode_rows(ids.to(device), mask.to(device), cache, len(shared), max_new_tokens, stops, pick)
             texts = self.tokenizer.batch_decode(tokens, skip_special_tokens=True)
             return [cut_at_stop(t, stops) for t in texts]
 
-        with progress.step(f"{self.name}: generating {len(rests)} replies (up to {max_new_tokens} tokens)"):
+        how = f"sampling {len(rests)} replies at temperature {sampling.temperature:g}" if sampling else \
+            f"generating {len(rests)} replies"
+        with progress.step(f"{self.name}: {how} (up to {max_new_tokens} tokens)"):
             return self.batcher.map(
                 [len(r) for r in rows_of], run, full_vocab_logits=False, extra=len(shared) + max_new_tokens
             )
 
-    def _greedy(self, ids, mask, cache, cached: int, max_new_tokens: int, stops: tuple[str, ...]) -> list[list[int]]:
-        """Greedy decoding with a KV cache that drops finished rows.
+    def _decode_rows(self, ids, mask, cache, cached: int, max_new_tokens: int, stops: tuple[str, ...],
+                pick: "Sampler | None" = None) -> list[list[int]]:
+        """Greedy decoding (each next token drawn by `pick` where given) with a KV cache that drops finished rows.
 
         Equivalent to `model.generate(do_sample=False)` with EOS and stop
         strings, but rows that have finished (short answers usually do) stop
@@ -90,8 +96,9 @@ class Generator:
         alive = torch.arange(ids.shape[0], device=ids.device)  # batch row -> prompt
         next_position = positions[:, -1] + 1
         for step in range(max_new_tokens):
-            tokens = out.logits[:, -1].argmax(-1).to(ids.device)
             rows = alive.tolist()
+            logits = out.logits[:, -1]
+            tokens = (pick(logits, rows, step) if pick else logits.argmax(-1)).to(ids.device)
             running = [(row, token) for row, token in zip(rows, tokens.tolist()) if row not in finished]
             for row, token in running:
                 generated[row].append(token)
@@ -142,3 +149,23 @@ class Generator:
             elif value:
                 ids.update(value)
         return sorted(ids)
+
+
+class Sampler:
+    """The next token of each row drawn from softmax(logits / temperature), by
+    the Gumbel-max trick with noise from the row's own seed and the step: a
+    prompt's draw is the same whatever batch, padding or row order it runs in."""
+
+    def __init__(self, sampling: Sampling, batch: Sequence[int]):
+        self.temperature = sampling.temperature
+        self.seeds = [sampling.seeds[i] for i in batch]  # batch row -> its prompt's seed
+
+    def __call__(self, logits: torch.Tensor, rows: list[int], step: int) -> torch.Tensor:
+        noise = torch.stack([self._gumbel(self.seeds[row], step, logits.shape[-1]) for row in rows])
+        return (logits.float().cpu() / self.temperature + noise).argmax(-1)
+
+    @staticmethod
+    def _gumbel(seed: int, step: int, size: int) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        uniform = torch.rand(size, generator=generator, dtype=torch.float64).clamp_(1e-12, 1.0)
+        return (-torch.log(-torch.log(uniform))).float()

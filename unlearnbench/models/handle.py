@@ -23,7 +23,7 @@ from unlearnbench.errors import NonFiniteOutputError
 from unlearnbench.models.batching import Batcher
 from unlearnbench.models.checkpoint import ResolvedCheckpoint, resolve
 from unlearnbench.models.generation import Generator
-from unlearnbench.models.interface import NextToken, SpanScores, TokenScores
+from unlearnbench.models.interface import NextToken, Sampling, SpanScores, TokenScores
 from unlearnbench.models.loading import free_weights, load_weights
 from unlearnbench.models.patching import Patcher
 from unlearnbench.models.scoring import Scorer
@@ -113,16 +113,16 @@ class ModelHandle(Tokenization):
         return self.scorer.next_token([self.encode_prompt(p) for p in prompts], columns)
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_strings: Sequence[str] = (),
-                 prefix: str = "", masked_ids: Collection[int] = ()) -> list[str]:
-        """Greedy continuations of encode_prompt(prefix + prompt); `prefix`, text
-        every prompt shares, is run once where its tokens are shared
-        (`encode_shared_prefix`, `Generator.reuse_prefix_cache`)."""
+                 prefix: str = "", masked_ids: Collection[int] = (), sampling: Sampling | None = None) -> list[str]:
+        """Greedy (or `sampling`) continuations of encode_prompt(prefix + prompt);
+        `prefix`, text every prompt shares, is run once where its tokens are
+        shared (`encode_shared_prefix`, `Generator.reuse_prefix_cache`)."""
         if prefix and prompts:
             head, rests = self.encode_shared_prefix(prefix, prompts)
         else:
             head, rests = [], [self.encode_prompt(prefix + p) for p in prompts]
         return self.generator.generate(head, rests, max_new_tokens=max_new_tokens, stop_strings=stop_strings,
-                                       masked_ids=masked_ids)
+                                       masked_ids=masked_ids, sampling=sampling)
 
     def span_scores(self, sequences: Sequence[Sequence[int]], spans: Sequence[tuple[int, int]], *,
                     patch_source: "ModelHandle | None" = None, exact: bool = False,

@@ -1,6 +1,6 @@
 """The narrow model interface metrics talk to, in the spirit of
 lm-evaluation-harness's `LM`: identity, tokenization and chat formatting,
-teacher-forced scoring, greedy generation and next-token scoring. Activation
+teacher-forced scoring, generation (greedy, or seeded sampling) and next-token scoring. Activation
 patching (UDS) is a separate, optional capability.
 
 The protocol is closed: the session and the metrics use nothing else of a
@@ -48,8 +48,18 @@ class NextToken:
     argmax: np.ndarray | None  # (n,) token id of the most likely token
 
 
-# A greedy continuation, cut at the first stop string: its text.
+# A continuation (greedy, or sampled), cut at the first stop string: its text.
 Generation = str
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Decode by sampling at `temperature` instead of greedily, prompt i with
+    the seed `seeds[i]`: a seed gives the same reply whatever the batch it
+    runs in (a reproducible draw, on one device and kernel set)."""
+
+    temperature: float
+    seeds: tuple[int, ...]
 
 
 def cut_at_stop(text: str, stop_strings: Sequence[str]) -> str:
@@ -124,7 +134,8 @@ class LanguageModel(Protocol):
                             vocab_stats: bool = False) -> list[TokenScores]: ...
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_strings: Sequence[str] = (),
-                 prefix: str = "", masked_ids: Collection[int] = ()) -> list[Generation]: ...
+                 prefix: str = "", masked_ids: Collection[int] = (),
+                 sampling: Sampling | None = None) -> list[Generation]: ...  # sampling: MissingCapability if not
 
     def next_token(self, prompts: Sequence[str], columns: Sequence[Sequence[int]] | None = None) -> NextToken: ...
 

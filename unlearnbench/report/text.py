@@ -179,6 +179,15 @@ def evidence_line(report: dict) -> str:
             f"{counts['inconclusive']} inconclusive for another reason.{preflight}")
 
 
+def suite_notes(report: dict) -> list[str]:
+    """What each suite's `notes` hook says of the run (a suite this installation does not know says nothing)."""
+    from unlearnbench.report.view import suite_views
+    from unlearnbench.suites import SUITES, resolve
+
+    return [line for suite, view in suite_views(report).items()
+            if suite in SUITES and SUITES[suite].notes for line in resolve(SUITES[suite].notes)(view)]
+
+
 def verdict_lines(report: dict) -> list[str]:
     """The answer: one line per checkpoint, in display order."""
     a = report["assessment"]
@@ -236,7 +245,7 @@ def markdown(report: dict, *, failing_per_checkpoint: int = 10) -> str:
             if len(v["failing"]) > failing_per_checkpoint:
                 out.append(f"| {_md_cell(name)} | ... {len(v['failing']) - failing_per_checkpoint} more | | | |")
         out += ["", "</details>"]
-    for line in attention_lines(report):
+    for line in attention_lines(report) + suite_notes(report):
         out.append(f"- {_md_cell(line)}")
     return "\n".join(out) + "\n"
 

@@ -27,7 +27,7 @@ from unlearnbench.rule import METRIC_KINDS
 ENTRY_POINT_GROUP = "unlearnbench.suites"
 # The zoo's unlearning family: what most suites evaluate by default (a test
 # checks it matches fixtures.zoo.FAMILY; kept literal so the registry needs no torch).
-FAMILY = ("full", "retain", "ga", "graddiff", "npo", "simnpo", "rmu", "idknll", "refusal")
+FAMILY = ("full", "retain", "ga", "graddiff", "npo", "simnpo", "rmu", "idknll", "refusal", "surface")
 ZOO_REFERENCES = (("full", "full"), ("retain", "retain"))
 UNIT = (0.0, 1.0)  # shares, ROUGE, similarity ratios, AUCs
 
@@ -79,8 +79,11 @@ class SuiteSpec:
     # (run: session.Preflight, suite) -> {checkpoint name: why this suite cannot run on it}: cheap checks
     # after the data loaded and before any weights load; raising UnlearnbenchError stops the run.
     preflight: str | None = None
-    # (view: report.html.ReportView) -> list of SVG figures for the suite's section of the HTML report.
+    # (view: report.view.SuiteView) -> list of SVG figures for the suite's section of the HTML report.
     plots: str | None = None
+    # (view: report.view.SuiteView) -> lines the console prints after the verdicts and report.md keeps:
+    # what a suite's checks alone do not say (the elicitation suite's worst way of asking per checkpoint).
+    notes: str | None = None
     # (probe, "module:function"): (model, data, refs) -> one MetricResult of forget knowledge, cheap enough
     # to repeat on each attacked copy of a model (the robustness suite asks for them by name).
     probes: tuple[tuple[str, str], ...] = ()
