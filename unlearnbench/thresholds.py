@@ -233,12 +233,9 @@ class Check:
                       p_adjusted=p_adjusted)
         p_value = estimate.p_value(threshold)
         judged.update(p_value=p_value, p_below=p_value is not None and p_value <= estimate.p_floor)
-        why_not = self._why_inconclusive(bound, reference, others or {}, rule)
-        if why_not:
-            advice = f"Use data the {self.relative_to or 'checkpoint'} model can answer, more in-context examples " \
-                     f"(dusk: --suite-option dusk.icl_shots=N) or more items"
-            if why_not.startswith("the full model scores"):
-                advice = "An evaluation of forgetting needs data the full model answers (or a stronger full model)"
+        found = self._why_inconclusive(bound, reference, others or {}, rule)
+        if found:
+            why_not, advice = found
             reason = f"inconclusive: {measured} against {op} {bound_text}: {why_not}. {advice}"
             if rule.strict:
                 return Verdict(outcome="fail", reason=reason + "; --strict-ci fails an inconclusive check", **judged)
@@ -336,8 +333,11 @@ class Check:
                 "n_needed": estimate.needed(bound, rule.alpha, rule.power) if underpowered else None,
                 "power": rule.power, "clusters": estimate.clusters}
 
-    def _why_inconclusive(self, bound: float, reference, others, rule: DecisionRule) -> str | None:
-        """Why this bound cannot separate good from bad checkpoints, or None."""
+    def _why_inconclusive(self, bound: float, reference, others, rule: DecisionRule) -> tuple[str, str] | None:
+        """(why this bound cannot separate good from bad checkpoints, what would let it), or None."""
+        more_data = (f"Use data the {self.relative_to or 'checkpoint'} model can answer, more in-context examples "
+                     f"(dusk: --suite-option dusk.icl_shots=N) or more items")
+        forgettable = "An evaluation of forgetting needs data the full model answers"
         if self.scale is not None:
             low, high = self.scale
             could_not_fail = bound <= low if self.direction == "at_least" else bound >= high
@@ -345,19 +345,19 @@ class Check:
             if could_not_fail or could_not_pass:
                 end = "floor" if bound <= low else "ceiling"
                 return (f"the bound is at or past the {end} of {self.metric}'s scale [{low:g}, {high:g}], so no "
-                        f"checkpoint could {'fail' if could_not_fail else 'pass'}")
+                        f"checkpoint could {'fail' if could_not_fail else 'pass'}"), more_data
         share = self.requires.get("reference_answers_at_least")
         yardstick = reference[self.metric] if reference else None
         if share is not None and yardstick is not None and yardstick.per_item:
             answered = sum(v > 0 for v in yardstick.per_item.values()) / len(yardstick.per_item)
             if answered < share:
                 return (f"the {self.relative_to} model answers {answered:.0%} of the items (scores above 0), under "
-                        f"the {share:.0%} this check requires to tell kept from lost")
+                        f"the {share:.0%} this check requires to tell kept from lost"), more_data
         floor = self.requires.get("full_at_least")
         full = (others.get("full") or {}).get(self.metric) if floor is not None else None
         if isinstance(full, MetricResult) and _finite(full) and full.value < floor:
             return (f"the full model scores {full.value:.4g} on {self.metric}, under the {floor:g} this check "
-                    f"requires: it holds nothing to forget")
+                    f"requires: it holds nothing to forget"), f"{forgettable} (or a stronger full model)"
         role = self.requires.get("separated_from")
         other = (others.get(role) or {}).get(self.metric) if role else None
         if isinstance(other, MetricResult) and isinstance(yardstick, MetricResult) and _finite(other):
@@ -367,7 +367,7 @@ class Check:
                 return (f"the {role} and {self.relative_to} models are indistinguishable on {self.metric}: the "
                         f"{100 * (1 - rule.alpha):.4g}% interval of their difference, {gap.value:+.4g} "
                         f"[{interval[0]:.4g}, {interval[1]:.4g}, {gap.method}], contains 0, so the data cannot show "
-                        f"forgetting")
+                        f"forgetting"), f"{forgettable} better than the {self.relative_to} model, or more items"
         return None
 
 

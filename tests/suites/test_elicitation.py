@@ -188,8 +188,9 @@ def test_the_gate_tells_forgetting_one_wording_from_forgetting_the_fact(zoo_gate
     assert any(surface[c] == "fail" for c in ANSWERED_BY_FULL), surface
     assert {refusal[c] for c in ANSWERED_BY_FULL} == {"pass"}, refusal
     assert set(gate.verdicts("retain").values()) == {"skip"}
-    unanswered = [c for c, v in full.items() if c.startswith("forgotten_") and v not in ("fail", "skip")]
+    unanswered = [c for c, v in full.items() if v == "inconclusive"]  # no lean: nothing to decide
+    assert set(unanswered) == {"forgotten_verify", "forgotten_reverse", "forgotten_one_hop"}, full
     for name in ("full", "surface", "refusal", "ga"):
         for check in unanswered:
             verdict = gate.bench.judge(gate._spec(name), "elicitation", check)[0]
-            assert verdict.outcome == "inconclusive" and "full" in verdict.why_not, (name, check, verdict.why_not)
+            assert verdict.outcome == "inconclusive" and "indistinguishable" in verdict.reason, (name, check)

@@ -94,6 +94,9 @@ def test_full_and_retain_indistinguishable_on_a_forget_metric_is_inconclusive():
     overlapping = check.judge({"m": result(0.9)}, {"m": result(0.3, (0.1, 0.5))},
                               others={"full": {"m": result(0.4, (0.3, 0.6))}})
     assert overlapping.outcome == "inconclusive" and "interval of their difference" in overlapping.reason
+    # The advice fits the reason: data the full model answers, not the dusk suite's in-context examples.
+    assert "needs data the full model answers better than the retain model" in overlapping.reason
+    assert "icl_shots" not in overlapping.reason
     separated = check.judge({"m": result(0.9)}, {"m": result(0.3, (0.1, 0.5))},
                             others={"full": {"m": result(0.8, (0.7, 0.9))}})
     assert separated.outcome == "fail"
