@@ -98,9 +98,9 @@ def sampled(model, probes: list[Probe], params: dict) -> tuple[dict[str, float],
 
 def drill_down(probes: list[Probe], said: dict) -> dict:
     """The report's details of a family: its first prompt in full, as the model
-    saw it, and per probe the answer and what the model said."""
+    saw it, and per probe what the model said (the answer is the data's)."""
     return {"example_prompt": said[probes[0].id]["prompt"],
-            "items": {p.id: {k: v for k, v in said[p.id].items() if k != "prompt"} for p in probes}}
+            "items": {p.id: {k: v for k, v in said[p.id].items() if k not in ("prompt", "answer")} for p in probes}}
 
 
 def evaluate(model, data: ElicitationData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
