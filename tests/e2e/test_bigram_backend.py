@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 WEIGHT_FREE = ("honesty", "conceptguard", "dusk", "tofu", "muse", "wmdp", "elicitation")
 # What the zoo's data has nothing for: no first-turn refusal to follow up, no MMLU neighbour subject.
 NOTHING_TO_MEASURE = {"followup_consistency", "mmlu_college_biology", "mmlu_virology",
-                      "mmlu_college_computer_science", "mmlu_computer_security"}
+                      "mmlu_college_computer_science", "mmlu_computer_security", "forget_cross_lingual",
+                      "forget_adversarial", "neighbour_cross_lingual", "neighbour_adversarial"}
 
 
 @pytest.fixture(scope="module")

@@ -291,9 +291,9 @@ def test_interrupted_sweep_rerun_reuses_every_reference_computation(project, zoo
     rerun = project.runpytest_subprocess("suites/uds", "--cache-dir", str(cache), *reports)
     assert rerun.ret == 1  # full, npo and idknll fail the gate
     report = latest_report(project)
-    # Computed now: only the eight family checkpoints the first run did not
+    # Computed now: only the nine family checkpoints the first run did not
     # reach; UDS stage 1 and the retain checkpoint's results are read back.
-    assert report["run"]["cache"]["misses"] == 8 and report["run"]["cache"]["hits"] >= 2
+    assert report["run"]["cache"]["misses"] == 9 and report["run"]["cache"]["hits"] >= 2
     from_cache = {n for n, c in report["checkpoints"].items() if c["suites"]["uds"]["timings"]["from_cache"]}
     assert from_cache == {"retain"}
 

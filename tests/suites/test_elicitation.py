@@ -194,3 +194,11 @@ def test_the_gate_tells_forgetting_one_wording_from_forgetting_the_fact(zoo_gate
         for check in unanswered:
             verdict = gate.bench.judge(gate._spec(name), "elicitation", check)[0]
             assert verdict.outcome == "inconclusive" and "indistinguishable" in verdict.reason, (name, check)
+
+
+def test_a_probe_id_in_both_sets_is_named(tmp_path):
+    row = {"id": "p1", "family": "canonical", "question": "Where was Ada born?", "answer": "Oslo"}
+    for name in ("forget", "neighbour"):
+        (tmp_path / f"{name}.jsonl").write_text(json.dumps(row) + "\n")
+    with pytest.raises(DataError, match="neighbour.jsonl: id 'p1' is also a forget probe's"):
+        elicitation_data.load(tmp_path, {})

@@ -22,7 +22,9 @@ from unlearnbench.models.handle import ModelHandle
 @pytest.fixture(scope="module")
 def knowledge(zoo_family):
     data = corpus.generate()
-    return {name: properties.measure(ModelHandle.load(str(path), device="cpu"), data)
+    # The elicitation families (the costlier half) only where a test reads them.
+    return {name: properties.measure(ModelHandle.load(str(path), device="cpu"), data,
+                                     elicitation=name in ("full", "retain", "surface"))
             for name, path in zoo_family.items()}
 
 

@@ -208,6 +208,10 @@ def load(source: str | Path | None, options: dict | None = None) -> ElicitationD
                 for name in SETS}
         files = [root / f"{name}.jsonl" for name in SETS if (root / f"{name}.jsonl").is_file()]
         layout = "probes"
+        shared = {p.id for p in sets["forget"]} & {p.id for p in sets["neighbour"]}
+        if shared:
+            raise DataError(root / "neighbour.jsonl", f"id '{sorted(shared)[0]}' is also a forget probe's: ids must "
+                                                      f"differ across the two files")
     else:
         raise DataError(root, "no forget.jsonl here, and not RWKU's layout (target folders with forget_level1.json)")
     if params["scoring"] == "auto":
