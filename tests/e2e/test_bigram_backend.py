@@ -22,7 +22,10 @@ WEIGHT_FREE = ("honesty", "conceptguard", "dusk", "tofu", "muse", "wmdp", "elici
 # What the zoo's data has nothing for: no first-turn refusal to follow up, no MMLU neighbour subject.
 NOTHING_TO_MEASURE = {"followup_consistency", "mmlu_college_biology", "mmlu_virology",
                       "mmlu_college_computer_science", "mmlu_computer_security", "forget_cross_lingual",
-                      "forget_adversarial", "neighbour_cross_lingual", "neighbour_adversarial"}
+                      "forget_adversarial", "neighbour_cross_lingual", "neighbour_adversarial",
+                      # the zoo asks its elicitation neighbours four ways only (canonical, paraphrase, cloze, choice)
+                      *(f"neighbour_{family}" for family in ("verify", "reverse", "one_hop", "few_shot", "reminder",
+                                                             "role_play"))}
 
 
 @pytest.fixture(scope="module")
