@@ -303,7 +303,8 @@ def test_the_zoo_run_decides_and_separates_and_no_two_suites_measure_the_same_it
     for name, wanted in (("retain", "pass"), ("full", "fail")):
         knowledge = {check: outcome for check, outcome in forget_checks(name).items()
                      if check not in behaviour | unanswerable}
-        saturated = {"muse.privleak_near_zero"} if name == "full" else set()
+        # full: MUSE's PrivLeak (every resample -100) and the weak few-shot family (0.24 against 0.01) lean fail.
+        saturated = {"muse.privleak_near_zero", "elicitation.forgotten_few_shot"} if name == "full" else set()
         assert knowledge and {o for c, o in knowledge.items() if c not in saturated} == {wanted}, (name, knowledge)
     full_pl = report["checkpoints"]["full"]["suites"]["muse"]["checks"]["privleak_near_zero"]
     assert full_pl["lean"] == "fail" and full_pl["decision_ci"] == [100.0, 100.0], full_pl["decision_ci"]
