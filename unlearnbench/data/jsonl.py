@@ -7,19 +7,17 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from unlearnbench.errors import DataError
 
 
-def read_records(path: Path, required: Sequence[str], *, id_field: str = "id",
-                 lists: Sequence[str] = ()) -> list[dict]:
-    """Records of a JSONL file; every `required` field a non-empty string,
-    every `lists` field a non-empty list of them, ids unique."""
+def json_objects(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line of a JSONL file; a missing
+    file, invalid JSON or a line that is not an object is a DataError."""
     path = Path(path)
     if not path.is_file():
         raise DataError(path, "file not found")
-    records, seen = [], {}
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
@@ -29,6 +27,15 @@ def read_records(path: Path, required: Sequence[str], *, id_field: str = "id",
             raise DataError(path, f"invalid JSON ({exc.msg})", line=number) from None
         if not isinstance(record, dict):
             raise DataError(path, "expected a JSON object", line=number)
+        yield number, record
+
+
+def read_records(path: Path, required: Sequence[str], *, id_field: str = "id",
+                 lists: Sequence[str] = ()) -> list[dict]:
+    """Records of a JSONL file; every `required` field a non-empty string,
+    every `lists` field a non-empty list of them, ids unique."""
+    records, seen = [], {}
+    for number, record in json_objects(path):
         for name in required:
             value = record.get(name)
             if not isinstance(value, str) or not value.strip():

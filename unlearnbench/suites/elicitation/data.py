@@ -31,12 +31,11 @@ samples: none).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, Range, fingerprint_files, merge_params, params_digest,
-                                     read_json_list, suite_folder, suite_params)
+from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, Range, fingerprint_files, json_objects, merge_params,
+                                     params_digest, read_json_list, suite_folder, suite_params)
 from unlearnbench.data.records import record_cluster
 from unlearnbench.errors import DataError
 
@@ -133,13 +132,7 @@ def parse_probe(record: object, path: Path | str, line: int, default_id: str) ->
 
 def _read_probes(path: Path, name: str) -> list[Probe]:
     probes, seen = [], {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(path, f"invalid JSON ({exc.msg})", line=number) from None
+    for number, record in json_objects(path):
         probe = parse_probe(record, path, number, f"{name}-{number}")
         if probe.id in seen:
             raise DataError(path, f"duplicate id '{probe.id}' (first on line {seen[probe.id]})", line=number)
