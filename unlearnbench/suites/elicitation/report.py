@@ -42,7 +42,7 @@ def families(view) -> list[str]:
         return []
     labels = [f"{n} ({found[n][0]})" if found.get(n) else n for n in names]
     return [svg.hbars(
-        "Elicitation: forget facts answered, canonical question vs the way that recovers the most", labels,
+        "Elicitation: canonical question vs the worst way", labels,
         {"canonical": [view.value(n, "forget_canonical") for n in names],
          "worst other way": [view.value(n, f"forget_{found[n][0]}") if found.get(n) else None for n in names]},
         axis_label="share of forget probes answered (0-1)", kind="elicitation-families", colours=COLOURS,
