@@ -324,3 +324,87 @@ def test_release_frees_the_weights_and_collects_only_after_large_ones(random_lla
     assert len(calls) == collections
     assert all(p.device.type == "meta" for p in handle.model.parameters())
     assert all(weight() is None for weight in weights)  # gone by reference counting alone
+
+
+def _whole_forward_scores(handle, sequences, starts, **kwargs):
+    """The same scores through the model's whole forward: [batch, length, vocab] logits, reduced afterwards."""
+    split, handle.scorer._split = handle.scorer._split, None
+    try:
+        return handle.token_logprobs(sequences, starts, vocab_stats=True, **kwargs)
+    finally:
+        handle.scorer._split = split
+
+
+def _assert_same_scores(got, want):
+    """Equal to 1e-5, relative where values are large: the head's float32
+    product over 5 rows and over the whole batch round differently (2e-6 of
+    a log-prob of -6.5 on SmolLM2 under one thread)."""
+    for x, y in zip(got, want, strict=True):
+        np.testing.assert_array_equal(x.token_ids, y.token_ids)
+        np.testing.assert_array_equal(x.argmax, y.argmax)
+        for field in ("logprobs", "vocab_mean", "vocab_var"):
+            np.testing.assert_allclose(getattr(x, field), getattr(y, field), atol=1e-5, rtol=1e-5)
+
+
+def test_scoring_never_holds_the_logits_of_the_whole_batch(random_llama_dir, monkeypatch):
+    """The head runs over the scored positions only, a bounded chunk at a
+    time: with a chunk of 7 positions, no head output has more than 7 rows,
+    however many sequences and tokens a batch holds (the whole forward's
+    logits are [batch, length, vocab])."""
+    from unlearnbench.models import scoring
+
+    handle = ModelHandle.load(str(random_llama_dir), device="cpu", batch_size=8)
+    monkeypatch.setattr(scoring, "LOGITS_CHUNK_BYTES", 7 * handle.vocab_size * 4 * 3, raising=False)
+    sequences = [handle.encode(t, add_special_tokens=True) for t in TEXTS * 2]
+    starts = [1, 3, 2, 5] * 2
+    handle.token_logprobs(sequences[:1], starts[:1])  # the one-time probe of the head (`_body_and_head`)
+    rows_seen = []
+    hook = handle.model.get_output_embeddings().register_forward_hook(
+        lambda _m, _a, out: rows_seen.append(out.reshape(-1, out.shape[-1]).shape[0]))
+    try:
+        chunked = handle.token_logprobs(sequences, starts, vocab_stats=True)
+    finally:
+        hook.remove()
+    scored = sum(len(s) - k for s, k in zip(sequences, starts))
+    assert scored > 7 and max(rows_seen) <= 7 and sum(rows_seen) == scored
+    _assert_same_scores(chunked, _whole_forward_scores(handle, sequences, starts))
+
+
+def test_a_head_that_is_not_the_output_embedding_alone_is_scored_through_the_whole_forward(tmp_path, smoke_tokenizer):
+    """Gemma 2 soft-caps its logits after the head: the probe finds that the
+    head of the body's output is not the model's logits, and scoring keeps the
+    model's own forward (the scores equal the manual reference's)."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    config = Gemma2Config(vocab_size=len(smoke_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                          num_attention_heads=2, num_key_value_heads=1, head_dim=16, final_logit_softcapping=3.0,
+                          pad_token_id=smoke_tokenizer.pad_token_id, bos_token_id=smoke_tokenizer.bos_token_id,
+                          eos_token_id=smoke_tokenizer.eos_token_id)
+    torch.manual_seed(0)
+    Gemma2ForCausalLM(config).save_pretrained(tmp_path)
+    smoke_tokenizer.save_pretrained(tmp_path)
+    handle = ModelHandle.load(str(tmp_path), device="cpu")
+    sequences = [handle.encode(t, add_special_tokens=True) for t in TEXTS]
+    scores = handle.token_logprobs(sequences, [1, 3, 2, 5], vocab_stats=True)
+    assert handle.scorer._split is None
+    for seq, start, got in zip(sequences, [1, 3, 2, 5], scores):
+        logprobs, means, variances = manual_scores(handle.model, seq, start)
+        np.testing.assert_allclose(got.logprobs, logprobs, atol=1e-5)
+        np.testing.assert_allclose(got.vocab_var, variances, atol=1e-5)
+
+
+@pytest.mark.real_model
+def test_smollm2_chunked_scores_equal_the_whole_forward(smollm2, monkeypatch):
+    """SmolLM2 with its chat template, a 49k vocabulary and chunks of 5
+    positions: log-probs, argmax and the Min-K%++ moments equal the whole
+    forward's to 1e-5."""
+    from unlearnbench.models import scoring
+
+    monkeypatch.setattr(scoring, "LOGITS_CHUNK_BYTES", 5 * smollm2.vocab_size * 4 * 3)
+    prompts = [smollm2.format_chat([{"role": "user", "content": q}]) for q in
+               ("What is the capital of France?", "Name a prime number larger than ten.")]
+    pairs = smollm2.encode_pairs(prompts * 2, [" Paris.", " 13 is one.", "Lyon is not it.", " Seventeen"])
+    sequences, starts = [ids for ids, _ in pairs], [start for _, start in pairs]
+    chunked = smollm2.token_logprobs(sequences, starts, vocab_stats=True)
+    assert smollm2.scorer._split is not None
+    _assert_same_scores(chunked, _whole_forward_scores(smollm2, sequences, starts))

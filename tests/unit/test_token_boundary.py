@@ -56,6 +56,23 @@ def test_an_empty_prefix_item_scores_as_the_joint_encoding_on_smollm2(smollm2, c
     np.testing.assert_allclose(scores.logprobs, expected, atol=1e-5)
 
 
+@pytest.mark.real_model
+def test_a_batch_of_pairs_encodes_as_each_pair_alone_on_smollm2(smollm2):
+    """`encode_pairs` encodes a batch in one tokenizer call per kind of text:
+    each pair's ids and start are lm-eval's split of that pair alone (repeated
+    multiple-choice contexts, a context ending in a space, one with none)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2.source)
+    question = "Question: What is the capital of France?\nAnswer:"
+    contexts = [question + " ", question, question, question, "The capital of France is"]
+    continuations = ["Paris", " Paris", " Lyon", " A", " Paris, on the Seine."]
+    for (ids, start), context, continuation in zip(smollm2.encode_pairs(contexts, continuations), contexts,
+                                                   continuations, strict=True):
+        context_ids, continuation_ids = lm_eval_pair(tokenizer, context, continuation)
+        assert (ids, start) == (context_ids + continuation_ids, len(context_ids))
+
+
 # --------------------------------------- UDS on a byte-level BPE GPT-2 family
 PEOPLE = [("Where was Arlen Voss born?", "Tidewell"), ("What did Mira Ostrander write?", "Saltglass"),
           ("Which city did Teodor Quill found?", "Brackenford"), ("What is Ilse Marrow's horse called?", "Thunderveil"),
