@@ -105,6 +105,9 @@ class BigramModel:
     def encode_prompt(self, text: str) -> list[int]:
         return self.encode(text, add_special_tokens=True)
 
+    def encode_prompts(self, texts: Sequence[str]) -> list[list[int]]:
+        return [self.encode_prompt(text) for text in texts]
+
     def decode(self, ids: Sequence[int]) -> str:
         return "".join("\ufffd" if i == UNK else self.pieces[i] for i in ids if i not in (BOS, EOS))
 
@@ -130,6 +133,9 @@ class BigramModel:
         if start >= len(ids):
             raise ValueError(f"empty continuation for context {context[:40]!r}")
         return ids, start
+
+    def encode_pairs(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[tuple[list[int], int]]:
+        return [self.encode_pair(c, x) for c, x in zip(contexts, continuations, strict=True)]
 
     # ------------------------------------------------- scoring, generation
     @staticmethod

@@ -86,6 +86,4 @@ class RecordedError(Exception):
 def reported(metric) -> dict:
     """A metric as the report holds it: without its bootstrap replicates (the
     verdicts carry the intervals decided on; the result cache keeps them)."""
-    out = metric.to_dict()
-    out.pop("replicates", None)
-    return out
+    return metric.to_dict(replicates=False)

@@ -61,8 +61,8 @@ class FixedScores:
     def encode_prompt(self, text):
         return [1, 2]
 
-    def encode_pair(self, context, continuation):
-        return [1, 2, 10 + "ABCD".index(continuation.strip())], 2
+    def encode_pairs(self, contexts, continuations):
+        return [([1, 2, 10 + "ABCD".index(x.strip())], 2) for x in continuations]
 
     def next_token(self, prompts, columns):
         from unlearnbench.models.interface import NextToken

@@ -25,13 +25,15 @@ def continuation_loglikelihoods(model, contexts: Sequence[str], continuations: S
     one_token: dict[str, list[tuple[int, int]]] = {}  # context -> [(request, continuation token)]
     own: dict[str, list[int]] = {}
     sequences, starts, forced = [], [], []
+    paired = [i for i, context in enumerate(contexts) if context or empty_context_prefix is None]
+    pairs = dict(zip(paired, model.encode_pairs([contexts[i] for i in paired], [continuations[i] for i in paired])))
     for i, (context, continuation) in enumerate(zip(contexts, continuations, strict=True)):
-        if not context and empty_context_prefix is not None:
+        if i not in pairs:
             sequences.append([empty_context_prefix, *model.encode_prompt(continuation)])
             starts.append(1)
             forced.append(i)
             continue
-        ids, start = model.encode_pair(context, continuation)
+        ids, start = pairs[i]
         if len(ids) - start == 1:
             if context not in own:
                 own[context] = model.encode_prompt(context)

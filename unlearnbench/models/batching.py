@@ -43,16 +43,21 @@ def pad(sequences: Sequence[Sequence[int]], pad_id: int, *, left: bool = False,
 class Batcher:
     """Runs a model's work in batches. On CPU a batch is sized by the memory
     one row takes: the logits of every position over the whole vocabulary
-    (`vocab_size`), or, when only one logit row per sequence is kept
-    (generation), the KV cache (`kv_bytes_per_token`); at most
-    MAX_CPU_BATCH rows. On CUDA the size starts at MAX_AUTO_BATCH and halves
+    (`vocab_size`) where the whole forward's logits are kept, or one logit
+    row per sequence (generation, scoring that reduces them in chunks), plus
+    the KV cache and one layer's activations; at most MAX_CPU_BATCH rows. On CUDA the size starts at MAX_AUTO_BATCH and halves
     on out-of-memory, and the smaller size is kept for the rest of the
     model's life."""
 
     def __init__(self, *, device: torch.device, vocab_size: int, fixed_batch_size: int | None = None,
-                 kv_bytes_per_token: int = 0):
+                 kv_bytes_per_token: int = 0, activation_bytes_per_token: int = 0, attention_heads: int = 0):
         self.device, self.vocab_size, self.fixed_batch_size = device, vocab_size, fixed_batch_size
         self.kv_bytes_per_token = kv_bytes_per_token
+        # One layer's transient activations per token, and the heads of an
+        # attention-score matrix (seq_len^2 per head where attention is not
+        # fused): what a forward holds besides the logits once they are
+        # reduced in chunks (scoring.LOGITS_CHUNK_BYTES).
+        self.activation_bytes_per_token, self.attention_heads = activation_bytes_per_token, attention_heads
         self.cap = MAX_AUTO_BATCH if device.type == "cuda" else MAX_CPU_BATCH
 
     def size(self, seq_len: int, full_vocab_logits: bool) -> int:
@@ -61,7 +66,8 @@ class Batcher:
         if self.device.type == "cuda":
             return self.cap
         logits = seq_len * self.vocab_size * 4 * 3 if full_vocab_logits else self.vocab_size * 4 * 3
-        per_row = logits + seq_len * self.kv_bytes_per_token
+        per_row = (logits + seq_len * (self.kv_bytes_per_token + self.activation_bytes_per_token)
+                   + self.attention_heads * seq_len * seq_len * 4)
         return int(max(1, min(self.cap, CPU_LOGITS_BUDGET_BYTES // max(per_row, 1))))
 
     def map(self, lengths: Sequence[int], run: Callable[[list[int]], list], *, full_vocab_logits: bool,

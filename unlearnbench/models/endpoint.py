@@ -295,7 +295,7 @@ class EndpointModel(Tokenization):
             raise MissingCapability(f"{self.name}: a completions server draws samples its own way (its seed is "
                                     f"best effort), so a seeded draw cannot be reproduced; sampled decoding needs "
                                     f"the weights")
-        encoded = [self.encode_prompt(prefix + p) for p in prompts]
+        encoded = self.encode_prompts([prefix + p for p in prompts])
         self._refuse_masks(encoded, masked_ids)
         stops = [s for s in stop_strings if s]
         # The legacy API accepts up to 4 stop strings; the rest are cut here (the reply is the same).
@@ -326,7 +326,7 @@ class EndpointModel(Tokenization):
                                     f"{FULL_DISTRIBUTION}")
         if len(columns) != len(prompts):
             raise ValueError(f"{len(columns)} column lists for {len(prompts)} prompts")
-        encoded = [self.encode_prompt(p) for p in prompts]
+        encoded = self.encode_prompts(prompts)
         sequences = [ids + [int(c)] for ids, cols in zip(encoded, columns) for c in cols]
         echoed = iter(self._echoed_logprobs(sequences, "scoring answer labels"))
         logprobs = [np.asarray([next(echoed)[-1] for _ in cols], dtype=np.float32) for cols in columns]

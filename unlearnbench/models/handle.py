@@ -49,6 +49,14 @@ class FiniteLogitsCheck:
         if mask is not None and mask.dim() == 2 and mask.shape[-1] >= per_position.shape[-1]:
             real = mask[:, mask.shape[-1] - per_position.shape[-1]:].bool()
             per_position = per_position[real.to(per_position.device)]
+        self._judge(per_position)
+
+    def check(self, logits: torch.Tensor) -> None:
+        """The same check of logits computed outside the model's forward (the
+        scorer's head over scored positions only: every row is real)."""
+        self._judge(torch.sum(logits.detach(), dim=-1, dtype=torch.float32))
+
+    def _judge(self, per_position: torch.Tensor) -> None:
         if bool(torch.isfinite(per_position).all()):
             self.finite_forwards += 1
             return
@@ -73,13 +81,16 @@ class ModelHandle(Tokenization):
         cache_kwarg = "cache" if "cache" in forward else "past_key_values"
         keeps_logits = "logits_to_keep" in forward
         self.batcher = Batcher(device=self.device, vocab_size=self.vocab_size, fixed_batch_size=batch_size,
-                               kv_bytes_per_token=self.kv_bytes_per_token)
-        self.scorer = Scorer(model, self.batcher, pad_id=tokenizer.pad_token_id, name=name, keeps_logits=keeps_logits)
+                               kv_bytes_per_token=self.kv_bytes_per_token,
+                               activation_bytes_per_token=self.activation_bytes_per_token,
+                               attention_heads=getattr(getattr(model, "config", None), "num_attention_heads", 0) or 0)
+        self.finite_check = FiniteLogitsCheck(name)
+        self.scorer = Scorer(model, self.batcher, pad_id=tokenizer.pad_token_id, name=name, keeps_logits=keeps_logits,
+                             finite_check=self.finite_check.check)
         self.generator = Generator(model, tokenizer, self.batcher, name=name, cache_kwarg=cache_kwarg,
                                    keeps_logits=keeps_logits)
         self.patcher = Patcher(model, self.batcher, pad_id=tokenizer.pad_token_id, name=name, cache_kwarg=cache_kwarg,
                                keeps_logits=keeps_logits)
-        self.finite_check = FiniteLogitsCheck(name)
         self._finite_hook = model.register_forward_hook(self.finite_check, with_kwargs=True)
 
     @classmethod
@@ -110,7 +121,7 @@ class ModelHandle(Tokenization):
 
     def next_token(self, prompts: Sequence[str], columns: Sequence[Sequence[int]] | None = None) -> NextToken:
         """The distribution of a reply's first token: prompts are encoded as `generate` encodes them."""
-        return self.scorer.next_token([self.encode_prompt(p) for p in prompts], columns)
+        return self.scorer.next_token(self.encode_prompts(prompts), columns)
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_strings: Sequence[str] = (),
                  prefix: str = "", masked_ids: Collection[int] = (), sampling: Sampling | None = None) -> list[str]:
@@ -120,7 +131,7 @@ class ModelHandle(Tokenization):
         if prefix and prompts:
             head, rests = self.encode_shared_prefix(prefix, prompts)
         else:
-            head, rests = [], [self.encode_prompt(prefix + p) for p in prompts]
+            head, rests = [], self.encode_prompts([prefix + p for p in prompts])
         return self.generator.generate(head, rests, max_new_tokens=max_new_tokens, stop_strings=stop_strings,
                                        masked_ids=masked_ids, sampling=sampling)
 
@@ -176,6 +187,17 @@ class ModelHandle(Tokenization):
         kv_heads = getattr(config, "num_key_value_heads", None) or heads
         head_dim = getattr(config, "head_dim", None) or (getattr(config, "hidden_size", 0) // max(heads, 1))
         return 2 * layers * kv_heads * head_dim * self.dtype.itemsize
+
+    @property
+    def activation_bytes_per_token(self) -> int:
+        """What one layer's forward holds per token at once, from the config:
+        the residual stream and its normed copy, the attention's query, key,
+        value and output, and the MLP's up, gate and activated projections
+        (in float32 at most: 0 where the config does not say)."""
+        config = getattr(self.model, "config", None)
+        hidden = getattr(config, "hidden_size", 0) or 0
+        intermediate = getattr(config, "intermediate_size", None) or 4 * hidden
+        return (6 * hidden + 3 * intermediate) * max(self.dtype.itemsize, 4)
 
     def describe(self) -> dict:
         return {

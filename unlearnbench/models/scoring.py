@@ -4,7 +4,7 @@ distributions, over token ids (the handle encodes prompts)."""
 
 from __future__ import annotations
 
-from typing import Collection, Sequence
+from typing import Callable, Collection, Sequence
 
 import numpy as np
 import torch
@@ -14,12 +14,21 @@ from unlearnbench.models.batching import Batcher, pad
 from unlearnbench.models.interface import NextToken, TokenScores
 
 
+# What one chunk of scored positions may hold of float32 logits over the
+# vocabulary (with their log-softmax and probabilities beside them): at a
+# 128k vocabulary about 170 positions, whatever the batch and its lengths.
+LOGITS_CHUNK_BYTES = 256 << 20
+
+
 class Scorer:
     """Scores token ids with `model` (a causal LM), in batches (`batcher`)."""
 
-    def __init__(self, model: torch.nn.Module, batcher: Batcher, *, pad_id: int, name: str, keeps_logits: bool):
+    def __init__(self, model: torch.nn.Module, batcher: Batcher, *, pad_id: int, name: str, keeps_logits: bool,
+                 finite_check: Callable[[torch.Tensor], None] | None = None):
         self.model, self.batcher, self.pad_id, self.name = model, batcher, pad_id, name
         self.keeps_logits = keeps_logits  # the forward takes `logits_to_keep`: only the last position's logits
+        self.finite_check = finite_check  # raises on NaN / inf logits (the forward hook sees no logits here)
+        self._split: tuple | None | bool = False  # (body, head) once probed, None where they do not compose
 
     @torch.inference_mode()
     def token_logprobs(
@@ -31,40 +40,76 @@ class Scorer:
         Tokens whose id is in `masked_ids` are kept out of attention wherever
         they occur (they are still scored): OpenUnlearning's collator does
         this to every pad-id token, and its configs make pad = EOS.
+
+        Where the model's logits are its output embedding of its body's last
+        hidden state (`_body_and_head`), the body runs over the batch and the
+        head only over the scored positions, LOGITS_CHUNK_BYTES at a time:
+        what leaves a chunk is a gather, an argmax and two moments per
+        position, never the [batch, length, vocab] logits.
         """
         for seq, start in zip(sequences, target_starts):
             if not 1 <= start <= len(seq):
                 raise ValueError(f"target start {start} outside 1..{len(seq)} (the first token has no prediction)")
+        if sequences and self._split is False:
+            self._split = self._body_and_head(sequences[0])
+        split = self._split
 
         def run(batch: list[int]) -> list[TokenScores]:
             ids, mask = (t.to(self.batcher.device) for t in pad([sequences[i] for i in batch], self.pad_id))
             if masked_ids:
                 mask = mask * ~torch.isin(ids, torch.tensor(sorted(masked_ids), device=ids.device))
-            logits = self.model(input_ids=ids, attention_mask=mask).logits
-            out = []
-            for row, i in enumerate(batch):
-                start, end = target_starts[i], len(sequences[i])
-                # Gather only this row's predicting positions before the
-                # float32 log-softmax: memory stays at (targets x vocab).
-                logp = torch.log_softmax(logits[row, start - 1 : end - 1].float(), dim=-1)
-                targets = ids[row, start:end].to(logp.device)
-                scores = TokenScores(
-                    token_ids=targets.cpu().numpy(),
-                    logprobs=logp.gather(-1, targets[:, None])[:, 0].cpu().numpy(),
-                    argmax=logp.argmax(-1).cpu().numpy(),
-                )
+            # Each scored token's row and the position predicting it.
+            rows = torch.cat([torch.full((len(sequences[i]) - target_starts[i],), row, dtype=torch.long)
+                              for row, i in enumerate(batch)]).to(ids.device)
+            positions = torch.cat([torch.arange(target_starts[i] - 1, len(sequences[i]) - 1)
+                                   for i in batch]).to(ids.device)
+            targets = ids[rows, positions + 1]
+            if split:
+                body, head = split
+                hidden = body(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
+                predicting = hidden[rows.to(hidden.device), positions.to(hidden.device)]
+                del hidden
+
+                def logits_of(a: int, b: int) -> torch.Tensor:
+                    return head(predicting[a:b])
+            else:
+                logits = self.model(input_ids=ids, attention_mask=mask).logits
+
+                def logits_of(a: int, b: int) -> torch.Tensor:
+                    return logits[rows[a:b], positions[a:b]]
+            reduced = _reduce_chunks(logits_of, targets, self.batcher.vocab_size, vocab_stats,
+                                     self.finite_check if split else None)
+            out, offset = [], 0
+            for i in batch:
+                end = offset + len(sequences[i]) - target_starts[i]
+                part = {key: values[offset:end] for key, values in reduced.items()}
+                scores = TokenScores(token_ids=part["token_ids"], logprobs=part["logprobs"], argmax=part["argmax"])
                 if vocab_stats:
-                    p = logp.exp()
-                    mean = (p * logp).sum(-1)
-                    # Centred form of E[(log p)^2] - mean^2: same value, no
-                    # float32 cancellation.
-                    var = (p * (logp - mean[:, None]).square()).sum(-1)
-                    scores.vocab_mean = mean.cpu().numpy()
-                    scores.vocab_var = var.cpu().numpy()
+                    scores.vocab_mean, scores.vocab_var = part["vocab_mean"], part["vocab_var"]
                 out.append(scores)
+                offset = end
             return out
 
-        return self.batcher.map([len(s) for s in sequences], run, full_vocab_logits=True)
+        return self.batcher.map([len(s) for s in sequences], run, full_vocab_logits=not split)
+
+    def _body_and_head(self, sequence: Sequence[int]) -> tuple | None:
+        """(body, head) where the model's logits are `head(body(...).last_hidden_state)`;
+        None where something else happens between them (Gemma 2's soft-capping,
+        Cohere's logit scale) or the model has no such parts. Checked once on
+        the model's own forward of the first sequence's first 16 tokens, not
+        assumed from the architecture."""
+        body, head = getattr(self.model, "base_model", None), self.model.get_output_embeddings()
+        if body is None or body is self.model or head is None:
+            return None
+        ids = torch.tensor([list(sequence[:16])], dtype=torch.long, device=self.batcher.device)
+        mask = torch.ones_like(ids)
+        whole = self.model(input_ids=ids, attention_mask=mask).logits.float()
+        try:
+            parts = head(body(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state).float()
+        except TypeError:  # a body that takes other arguments
+            return None
+        same = parts.shape == whole.shape and torch.allclose(parts, whole.to(parts.device), rtol=1e-4, atol=1e-4)
+        return (body, head) if same else None
 
     @torch.inference_mode()
     def next_token(self, sequences: Sequence[Sequence[int]], columns: Sequence[Sequence[int]] | None = None
@@ -97,3 +142,33 @@ class Scorer:
             entropy=np.array([r[1] for r in rows], dtype=np.float64),
             argmax=np.array([r[2] for r in rows], dtype=np.int64),
         )
+
+
+def _reduce_chunks(logits_of: Callable[[int, int], torch.Tensor], targets: torch.Tensor, vocab_size: int,
+                   vocab_stats: bool, finite_check: Callable[[torch.Tensor], None] | None) -> dict[str, np.ndarray]:
+    """Per scored position, from its logits taken LOGITS_CHUNK_BYTES at a time
+    (`logits_of(a, b)`: positions a..b): the target's float32 log-prob, the
+    argmax and, with `vocab_stats`, the mean and variance of log p under p
+    (Min-K%++)."""
+    n = targets.shape[0]
+    step = max(1, LOGITS_CHUNK_BYTES // (max(vocab_size, 1) * 4 * 3))
+    parts: dict[str, list[np.ndarray]] = {"token_ids": [targets.cpu().numpy()], "logprobs": [], "argmax": []}
+    if vocab_stats:
+        parts.update(vocab_mean=[], vocab_var=[])
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        logits = logits_of(a, b)
+        if finite_check is not None:
+            finite_check(logits)
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        chunk_targets = targets[a:b].to(logp.device)
+        parts["logprobs"].append(logp.gather(-1, chunk_targets[:, None])[:, 0].cpu().numpy())
+        parts["argmax"].append(logp.argmax(-1).cpu().numpy())
+        if vocab_stats:
+            p = logp.exp()
+            mean = (p * logp).sum(-1)
+            # Centred form of E[(log p)^2] - mean^2: same value, no float32 cancellation.
+            parts["vocab_mean"].append(mean.cpu().numpy())
+            parts["vocab_var"].append((p * (logp - mean[:, None]).square()).sum(-1).cpu().numpy())
+    empty = {"logprobs": np.float32, "argmax": np.int64, "vocab_mean": np.float32, "vocab_var": np.float32}
+    return {key: np.concatenate(values) if values else np.zeros(0, empty[key]) for key, values in parts.items()}

@@ -36,7 +36,13 @@ class Tokenization:
         return self.tokenizer.clean_up_tokenization(text) if self._cleans_up_spaces else text
 
     def encode_prompt(self, text: str) -> list[int]:
-        """A prompt's ids with exactly one BOS where the tokenizer adds one (docs/conventions.md).
+        """A prompt's ids with exactly one BOS where the tokenizer adds one (docs/conventions.md)."""
+        return self.encode_prompts([text])[0]
+
+    def encode_prompts(self, texts: Sequence[str]) -> list[list[int]]:
+        """`encode_prompt` of each text, in one tokenizer call per BOS rule (a
+        fast tokenizer encodes a batch in Rust; one call per text costs more
+        in Python than the encoding itself).
 
         Text from a chat template may already begin with the BOS the template
         writes (Llama-3.x, Mistral, Gemma); adding the tokenizer's own would
@@ -44,8 +50,17 @@ class Tokenization:
         prompt with the tokenizer's default (which adds the BOS, if any).
         """
         bos = self.tokenizer.bos_token
-        written = bool(bos) and text.startswith(bos) and bool(self._bos())
-        return self.encode(text, add_special_tokens=not written)
+        written = [bool(bos) and text.startswith(bos) for text in texts]
+        if any(written) and not self._bos():
+            written = [False] * len(texts)
+        out: list[list[int]] = [[] for _ in texts]
+        for bos_written in (False, True):
+            rows = [i for i, w in enumerate(written) if w == bos_written]
+            if rows:
+                encoded = self.tokenizer([texts[i] for i in rows], add_special_tokens=not bos_written)["input_ids"]
+                for i, ids in zip(rows, encoded, strict=True):
+                    out[i] = list(ids)
+        return out
 
     def encode_shared_prefix(self, prefix: str, prompts: Sequence[str]) -> tuple[list[int], list[list[int]]]:
         """(shared, rests) with shared + rests[i] == encode_prompt(prefix + prompts[i]).
@@ -56,7 +71,7 @@ class Tokenization:
         only their longest common *token* prefix is shared (and cached), and
         every row keeps at least one token of its own to predict from.
         """
-        joined = [self.encode_prompt(prefix + p) for p in prompts]
+        joined = self.encode_prompts([prefix + p for p in prompts])
         shared = min(len(j) for j in joined) - 1
         for ids in joined[1:]:
             shared = next((k for k in range(shared) if ids[k] != joined[0][k]), shared)
@@ -96,30 +111,40 @@ class Tokenization:
 
     def encode_pair(self, context: str, continuation: str) -> tuple[list[int], int]:
         """(ids, start): the ids the model reads for `context + continuation`
-        and where the continuation's tokens begin in them (docs/conventions.md).
+        and where the continuation's tokens begin in them (`encode_pairs`)."""
+        return self.encode_pairs([context], [continuation])[0]
 
-        lm-evaluation-harness's `_encode_pair` rule: the context's trailing
-        whitespace moves into the continuation, the joined text is encoded
-        once, and the continuation is what follows the stripped context's
-        ids. A byte-level BPE reads "Answer: Paris" as [..., ':', 'ĠParis'];
-        encoding the two parts apart would score a lone 'Ġ' and then 'Paris',
-        tokens such a model never saw in that order. With an empty context
-        and no BOS, the first token has nothing to condition on and is not
-        scored.
+    def encode_pairs(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[tuple[list[int], int]]:
+        """`encode_pair` of each (context, continuation), batched.
+
+        lm-evaluation-harness's `_encode_pair` rule (docs/conventions.md): the
+        context's trailing whitespace moves into the continuation, the joined
+        text is encoded once, and the continuation is what follows the
+        stripped context's ids. A byte-level BPE reads "Answer: Paris" as
+        [..., ':', 'ĠParis']; encoding the two parts apart would score a lone
+        'Ġ' and then 'Paris', tokens such a model never saw in that order.
+        With an empty context and no BOS, the first token has nothing to
+        condition on and is not scored.
         """
-        stripped = context.rstrip()
-        ids = self.encode_prompt(context + continuation)
-        start = len(self.encode_prompt(stripped)) if stripped else len(self._bos())
-        if start >= len(ids):
-            raise ValueError(f"empty continuation for context {context[:40]!r}")
-        return ids, max(start, 1)
+        stripped = [context.rstrip() for context in contexts]
+        joined = self.encode_prompts([c + x for c, x in zip(contexts, continuations, strict=True)])
+        distinct = list(dict.fromkeys(s for s in stripped if s))  # multiple choice repeats a context per option
+        context_length = dict(zip(distinct, map(len, self.encode_prompts(distinct))))
+        bos_length = len(self._bos()) if not all(stripped) else 0
+        pairs = []
+        for context, s, ids in zip(contexts, stripped, joined):
+            start = context_length[s] if s else bos_length
+            if start >= len(ids):
+                raise ValueError(f"empty continuation for context {context[:40]!r}")
+            pairs.append((ids, max(start, 1)))
+        return pairs
 
     def score_continuations(
         self, contexts: Sequence[str], continuations: Sequence[str], *, vocab_stats: bool = False
     ) -> list[TokenScores]:
         """Scores of each continuation's tokens given its context, each pair
         encoded as `encode_pair` reads it."""
-        pairs = [self.encode_pair(c, x) for c, x in zip(contexts, continuations, strict=True)]
+        pairs = self.encode_pairs(contexts, continuations)
         return self.token_logprobs([ids for ids, _ in pairs], [start for _, start in pairs], vocab_stats=vocab_stats)
 
     def _bos(self) -> list[int]:

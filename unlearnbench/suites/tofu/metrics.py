@@ -144,7 +144,7 @@ def teacher_forced(model, data, sets) -> tuple[dict, bool]:
     dataset labels: the answer, the template's closing tokens and EOS, after
     its templated prompt, with pad-id tokens out of attention.
     """
-    keys, pairs = [], []
+    keys, pairs, contexts, continuations = [], [], [], []
     template = (openunlearning.template_for(model, data.params["reference_system_prompt"]) if is_reference(data)
                 else None)
     for name in sets:
@@ -158,7 +158,10 @@ def teacher_forced(model, data, sets) -> tuple[dict, bool]:
                     encoded = openunlearning.encode_qa(model, template, [item.question], [text])
                     pairs.append((encoded.ids, encoded.start))
                 else:
-                    pairs.append(model.encode_pair(prompt, text))
+                    contexts.append(prompt)
+                    continuations.append(text)
+    if not template:
+        pairs = model.encode_pairs(contexts, continuations)
     masked = {openunlearning.pad_id(model)} if template else ()
 
     def run(vocab_stats: bool) -> list:
