@@ -56,6 +56,13 @@ def test_batcher_budgets_cpu_logits_and_honours_a_fixed_size():
     per_row = 600 * 32 * 8 * 128 * 2 * 4 + 128_256 * 12
     assert batcher(128_256, kv_bytes_per_token=32 * 8 * 128 * 2 * 4).size(600, full_vocab_logits=False) == \
         CPU_LOGITS_BUDGET_BYTES // per_row == 6
+    # Scoring that reduces its logits in chunks budgets one layer's activations and each row's float32 attention
+    # mask besides: Llama-3.2-1B's width (2048, MLP 8192) in float32 is (6 x 2048 + 3 x 8192) x 4 = 144 KiB a
+    # token, the KV cache (16 layers x 8 x 64 x 2 x 4 bytes) 64 KiB: at 512 tokens 104 MiB + 1 MiB of mask -> 9 rows.
+    kv, activations = 16 * 8 * 64 * 2 * 4, (6 * 2048 + 3 * 8192) * 4
+    per_row = 512 * (kv + activations) + 512 * 512 * 4 + 128_256 * 12
+    assert batcher(128_256, kv_bytes_per_token=kv, activation_bytes_per_token=activations).size(
+        512, full_vocab_logits=False) == CPU_LOGITS_BUDGET_BYTES // per_row == 9
     assert batcher(50_000, fixed_batch_size=3).size(100, full_vocab_logits=True) == 3
     seen = []
     out = batcher(fixed_batch_size=2).map([1, 5, 3], lambda b: seen.append(list(b)) or [f"x{i}" for i in b],

@@ -50,14 +50,15 @@ class Batcher:
     model's life."""
 
     def __init__(self, *, device: torch.device, vocab_size: int, fixed_batch_size: int | None = None,
-                 kv_bytes_per_token: int = 0, activation_bytes_per_token: int = 0, attention_heads: int = 0):
+                 kv_bytes_per_token: int = 0, activation_bytes_per_token: int = 0):
         self.device, self.vocab_size, self.fixed_batch_size = device, vocab_size, fixed_batch_size
         self.kv_bytes_per_token = kv_bytes_per_token
-        # One layer's transient activations per token, and the heads of an
-        # attention-score matrix (seq_len^2 per head where attention is not
-        # fused): what a forward holds besides the logits once they are
-        # reduced in chunks (scoring.LOGITS_CHUNK_BYTES).
-        self.activation_bytes_per_token, self.attention_heads = activation_bytes_per_token, attention_heads
+        # One layer's transient activations per token: with the float32
+        # [length, length] attention mask of each row, what a forward holds
+        # besides the logits once they are reduced in chunks
+        # (scoring.LOGITS_CHUNK_BYTES); scaled dot-product attention does not
+        # hold the scores of every head.
+        self.activation_bytes_per_token = activation_bytes_per_token
         self.cap = MAX_AUTO_BATCH if device.type == "cuda" else MAX_CPU_BATCH
 
     def size(self, seq_len: int, full_vocab_logits: bool) -> int:
@@ -67,7 +68,7 @@ class Batcher:
             return self.cap
         logits = seq_len * self.vocab_size * 4 * 3 if full_vocab_logits else self.vocab_size * 4 * 3
         per_row = (logits + seq_len * (self.kv_bytes_per_token + self.activation_bytes_per_token)
-                   + self.attention_heads * seq_len * seq_len * 4)
+                   + seq_len * seq_len * 4)
         return int(max(1, min(self.cap, CPU_LOGITS_BUDGET_BYTES // max(per_row, 1))))
 
     def map(self, lengths: Sequence[int], run: Callable[[list[int]], list], *, full_vocab_logits: bool,

@@ -82,8 +82,7 @@ class ModelHandle(Tokenization):
         keeps_logits = "logits_to_keep" in forward
         self.batcher = Batcher(device=self.device, vocab_size=self.vocab_size, fixed_batch_size=batch_size,
                                kv_bytes_per_token=self.kv_bytes_per_token,
-                               activation_bytes_per_token=self.activation_bytes_per_token,
-                               attention_heads=getattr(getattr(model, "config", None), "num_attention_heads", 0) or 0)
+                               activation_bytes_per_token=self.activation_bytes_per_token)
         self.finite_check = FiniteLogitsCheck(name)
         self.scorer = Scorer(model, self.batcher, pad_id=tokenizer.pad_token_id, name=name, keeps_logits=keeps_logits,
                              finite_check=self.finite_check.check)
