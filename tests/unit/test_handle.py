@@ -408,3 +408,37 @@ def test_smollm2_chunked_scores_equal_the_whole_forward(smollm2, monkeypatch):
     chunked = smollm2.token_logprobs(sequences, starts, vocab_stats=True)
     assert smollm2.scorer._split is not None
     _assert_same_scores(chunked, _whole_forward_scores(smollm2, sequences, starts))
+
+
+def _generate_in_chunks(handle, monkeypatch, prompts, chunk: int, **kwargs) -> tuple[list[str], int]:
+    """`handle.generate` with prompts prefilled `chunk` positions at a time; (replies, the widest forward)."""
+    from unlearnbench.models import generation
+
+    monkeypatch.setattr(generation, "PREFILL_CHUNK_TOKENS", chunk)
+    widths = []
+    hook = handle.model.register_forward_pre_hook(
+        lambda _m, _a, kw: widths.append(kw["input_ids"].shape[1]), with_kwargs=True)
+    try:
+        return handle.generate(prompts, **kwargs), max(widths)
+    finally:
+        hook.remove()
+
+
+def test_a_prompt_prefilled_in_chunks_generates_what_one_prefill_does(random_llama, monkeypatch):
+    """Left-padded prompts of 4 lengths, run through the model 3 positions at
+    a time (the KV cache growing between chunks): the same greedy replies as
+    one forward over the whole prompt."""
+    whole, widest = _generate_in_chunks(random_llama, monkeypatch, TEXTS, 1024, max_new_tokens=12)
+    chunked, chunk_widest = _generate_in_chunks(random_llama, monkeypatch, TEXTS, 3, max_new_tokens=12)
+    assert widest > 3 and chunk_widest == 3
+    assert chunked == whole and any(whole)
+
+
+@pytest.mark.real_model
+def test_smollm2_prefilled_in_chunks_answers_as_in_one_pass(smollm2, monkeypatch):
+    """SmolLM2 with its chat template, prompts of different lengths, 5 positions a chunk."""
+    prompts = [smollm2.format_chat([{"role": "user", "content": q}]) for q in
+               ("What is the capital of France?", "Name the largest planet of the solar system, please.")]
+    whole, _ = _generate_in_chunks(smollm2, monkeypatch, prompts, 1024, max_new_tokens=16)
+    chunked, widest = _generate_in_chunks(smollm2, monkeypatch, prompts, 5, max_new_tokens=16)
+    assert widest == 5 and chunked == whole and "Paris" in whole[0]

@@ -19,6 +19,10 @@ MAX_AUTO_BATCH = 64  # CUDA's first try
 # On CPU a small model's step costs about the same for 1 row as for hundreds
 # (per-call overhead): the budget, not a fixed cap, limits its batches.
 MAX_CPU_BATCH = 256
+# Generation runs a prompt's uncached tokens through the model this many
+# positions at a time (its KV cache growing between chunks): a long prompt's
+# activations are then a chunk's, while its batch is sized by the KV cache.
+PREFILL_CHUNK_TOKENS = 256
 
 
 def pad(sequences: Sequence[Sequence[int]], pad_id: int, *, left: bool = False,
@@ -61,18 +65,22 @@ class Batcher:
         self.activation_bytes_per_token = activation_bytes_per_token
         self.cap = MAX_AUTO_BATCH if device.type == "cuda" else MAX_CPU_BATCH
 
-    def size(self, seq_len: int, full_vocab_logits: bool) -> int:
+    def size(self, seq_len: int, full_vocab_logits: bool, *, chunked_prefill: bool = False) -> int:
+        """Rows per batch for sequences of `seq_len` tokens; `chunked_prefill`:
+        a forward sees at most PREFILL_CHUNK_TOKENS of them at once."""
         if self.fixed_batch_size:
             return self.fixed_batch_size
         if self.device.type == "cuda":
             return self.cap
         logits = seq_len * self.vocab_size * 4 * 3 if full_vocab_logits else self.vocab_size * 4 * 3
-        per_row = (logits + seq_len * (self.kv_bytes_per_token + self.activation_bytes_per_token)
-                   + seq_len * seq_len * 4)
+        at_once = min(seq_len, PREFILL_CHUNK_TOKENS) if chunked_prefill else seq_len
+        per_row = (logits + seq_len * self.kv_bytes_per_token + at_once * self.activation_bytes_per_token
+                   + at_once * seq_len * 4)
         return int(max(1, min(self.cap, CPU_LOGITS_BUDGET_BYTES // max(per_row, 1))))
 
     def map(self, lengths: Sequence[int], run: Callable[[list[int]], list], *, full_vocab_logits: bool,
-            extra: int = 0, cap: int | None = None, priority: Sequence | None = None) -> list:
+            extra: int = 0, cap: int | None = None, priority: Sequence | None = None,
+            chunked_prefill: bool = False) -> list:
         """Run `run(indices)` over length-sorted batches (or sorted by
         `priority`, largest first); results in input order. `extra` tokens
         are added to each row's length when sizing (generated tokens)."""
@@ -82,7 +90,8 @@ class Batcher:
         pos = 0
         while pos < len(order):
             cancel.check()  # Ctrl-C or the checkpoint's deadline: stop between batches
-            size = min(self.size(lengths[order[pos]] + extra, full_vocab_logits), cap or self.cap)
+            size = min(self.size(lengths[order[pos]] + extra, full_vocab_logits, chunked_prefill=chunked_prefill),
+                       cap or self.cap)
             batch = order[pos : pos + size]
             try:
                 outputs = run(batch)

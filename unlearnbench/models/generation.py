@@ -10,7 +10,7 @@ from typing import Collection, Sequence
 import torch
 
 from unlearnbench import progress
-from unlearnbench.models.batching import Batcher, pad
+from unlearnbench.models.batching import PREFILL_CHUNK_TOKENS, Batcher, pad
 from unlearnbench.models.interface import Sampling, cut_at_stop
 
 
@@ -69,7 +69,8 @@ class Generator:
             f"generating {len(rests)} replies"
         with progress.step(f"{self.name}: {how} (up to {max_new_tokens} tokens)"):
             return self.batcher.map(
-                [len(r) for r in rows_of], run, full_vocab_logits=False, extra=len(shared) + max_new_tokens
+                [len(r) for r in rows_of], run, full_vocab_logits=False, extra=len(shared) + max_new_tokens,
+                chunked_prefill=True,
             )
 
     def _decode_rows(self, ids, mask, cache, cached: int, max_new_tokens: int, stops: tuple[str, ...],
@@ -88,9 +89,15 @@ class Generator:
         kwargs = {"use_cache": True}
         if self.keeps_logits:
             kwargs["logits_to_keep"] = 1
-        if cache is not None:
-            kwargs[self.cache_kwarg] = cache
-        out = self.model(input_ids=ids[:, cached:], attention_mask=mask, position_ids=positions[:, cached:], **kwargs)
+        # The prompt's uncached tokens, PREFILL_CHUNK_TOKENS at a time: each
+        # chunk attends to the cache of those before it.
+        for start in range(cached, ids.shape[1], PREFILL_CHUNK_TOKENS):
+            end = min(ids.shape[1], start + PREFILL_CHUNK_TOKENS)
+            if cache is not None:
+                kwargs[self.cache_kwarg] = cache
+            out = self.model(input_ids=ids[:, start:end], attention_mask=mask[:, :end],
+                             position_ids=positions[:, start:end], **kwargs)
+            cache = getattr(out, self.cache_kwarg)
         generated: list[list[int]] = [[] for _ in range(ids.shape[0])]
         finished: set[int] = set()
         alive = torch.arange(ids.shape[0], device=ids.device)  # batch row -> prompt
