@@ -16,8 +16,8 @@ from unlearnbench.models.interface import NextToken, TokenScores
 
 # What one chunk of scored positions may hold of float32 logits over the
 # vocabulary (with their log-softmax and probabilities beside them): at a
-# 128k vocabulary about 170 positions, whatever the batch and its lengths.
-LOGITS_CHUNK_BYTES = 256 << 20
+# 128k vocabulary 43 positions, whatever the batch and its lengths.
+LOGITS_CHUNK_BYTES = 64 << 20
 
 
 class Scorer:
