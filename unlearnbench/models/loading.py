@@ -21,6 +21,7 @@ import torch
 
 from unlearnbench import libraries, progress
 from unlearnbench.errors import CheckpointError
+from unlearnbench.models.allocator import return_freed_memory
 from unlearnbench.models.checkpoint import ResolvedCheckpoint, fingerprint, resolve
 from unlearnbench.models.device import device_map_kind, resolve_device, resolve_dtype
 
@@ -112,6 +113,7 @@ def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, d
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # pytest output is for verdicts, not load bars
+    return_freed_memory()
     resolved = source if isinstance(source, ResolvedCheckpoint) else resolve(source)
     started = time.perf_counter()
     kwargs = {"gguf_file": resolved.gguf_file} if resolved.gguf_file else {}
