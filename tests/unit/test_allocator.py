@@ -47,3 +47,15 @@ def test_freed_tensors_go_back_to_the_system_with_the_fixed_threshold():
     assert not adaptive_applied and applied
     assert adaptive_held > 300, "the adaptive threshold no longer keeps freed blocks: the pattern needs revisiting"
     assert held < 50, f"{held} MiB of 384 freed MiB still held"
+
+
+@pytest.mark.parametrize("threshold, applied", [(0, True), (1 << 40, False)])
+def test_the_loader_fixes_the_threshold_only_for_a_large_model_on_the_cpu(random_llama_dir, monkeypatch, threshold,
+                                                                          applied):
+    from unlearnbench.models import loading
+
+    calls = []
+    monkeypatch.setattr(loading, "RETURN_FREED_MEMORY_FROM", threshold)
+    monkeypatch.setattr(loading, "return_freed_memory", lambda: calls.append(True))
+    loading.load_weights(str(random_llama_dir), device="cpu")
+    assert bool(calls) == applied

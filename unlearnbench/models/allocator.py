@@ -18,7 +18,11 @@ import functools
 import os
 import sys
 
-# glibc's default threshold before it adapts: blocks of 128 KiB or more are mapped.
+# glibc's own starting threshold. It costs page faults: every activation
+# of 128 KiB or more is mapped and faulted in anew (the zoo's main job took
+# 324 s against 193 s, and 269 s at 4 MiB), so the loader applies it only
+# for large models (loading.RETURN_FREED_MEMORY_FROM), where the same DUSK
+# run took 566 s against 474 s.
 MMAP_THRESHOLD_BYTES = 128 << 10
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 
@@ -27,7 +31,7 @@ _M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 def return_freed_memory() -> bool:
     """Fix glibc's mmap threshold at MMAP_THRESHOLD_BYTES for this process,
     so that every freed tensor of that size or more goes back to the system.
-    Once per process, before the first model loads; a no-op (False) off
+    Once per process (it stays for the process's life); a no-op (False) off
     glibc or where the user set MALLOC_MMAP_THRESHOLD_ themselves."""
     if not sys.platform.startswith("linux") or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False

@@ -113,7 +113,6 @@ def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, d
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # pytest output is for verdicts, not load bars
-    return_freed_memory()
     resolved = source if isinstance(source, ResolvedCheckpoint) else resolve(source)
     started = time.perf_counter()
     kwargs = {"gguf_file": resolved.gguf_file} if resolved.gguf_file else {}
@@ -159,10 +158,23 @@ def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, d
                 model.to(device=torch_device, dtype=torch_dtype)
             if resolved.kind == "adapter":  # merged in the base's final place and dtype, as a merged checkpoint loads
                 model, detach = _with_adapter(model, resolved.directory, weights_dir, label, base_key)
+        if device_map is None and torch_device.type == "cpu" and _weight_bytes(model) >= RETURN_FREED_MEMORY_FROM:
+            return_freed_memory()
         return LoadedWeights(model, tokenizer, name=name or Path(where).name, source=where,
                              fingerprint=fingerprint(resolved.files, fingerprint_memo, fingerprint_secret),
                              load_seconds=time.perf_counter() - started, offload_folder=kwargs.get("offload_folder"),
                              detach=detach)
+
+
+# A model on the CPU this large has the process's freed tensors returned to
+# the system (models/allocator.py): what that costs in page faults is small
+# beside its forward passes, and what it saves is gigabytes. Below it, a
+# small model's many short-lived activations would be faulted in anew.
+RETURN_FREED_MEMORY_FROM = 1 << 30
+
+
+def _weight_bytes(model: torch.nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
 def _with_adapter(base: torch.nn.Module, adapter_dir: Path, base_dir: Path, label: str, base_key: tuple | None):
