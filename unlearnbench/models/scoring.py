@@ -4,6 +4,7 @@ distributions, over token ids (the handle encodes prompts)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Collection, Sequence
 
 import numpy as np
@@ -28,7 +29,6 @@ class Scorer:
         self.model, self.batcher, self.pad_id, self.name = model, batcher, pad_id, name
         self.keeps_logits = keeps_logits  # the forward takes `logits_to_keep`: only the last position's logits
         self.finite_check = finite_check  # raises on NaN / inf logits (the forward hook sees no logits here)
-        self._split: tuple | None | bool = False  # (body, head) once probed, None where they do not compose
 
     @torch.inference_mode()
     def token_logprobs(
@@ -42,7 +42,7 @@ class Scorer:
         this to every pad-id token, and its configs make pad = EOS.
 
         Where the model's logits are its output embedding of its body's last
-        hidden state (`_body_and_head`), the body runs over the batch and the
+        hidden state (`_split`), the body runs over the batch and the
         head only over the scored positions, LOGITS_CHUNK_BYTES at a time:
         what leaves a chunk is a gather, an argmax and two moments per
         position, never the [batch, length, vocab] logits.
@@ -50,9 +50,7 @@ class Scorer:
         for seq, start in zip(sequences, target_starts):
             if not 1 <= start <= len(seq):
                 raise ValueError(f"target start {start} outside 1..{len(seq)} (the first token has no prediction)")
-        if sequences and self._split is False:
-            self._split = self._body_and_head(sequences[0])
-        split = self._split
+        split = self._split if sequences else None
 
         def run(batch: list[int]) -> list[TokenScores]:
             ids, mask = (t.to(self.batcher.device) for t in pad([sequences[i] for i in batch], self.pad_id))
@@ -92,16 +90,17 @@ class Scorer:
 
         return self.batcher.map([len(s) for s in sequences], run, full_vocab_logits=not split)
 
-    def _body_and_head(self, sequence: Sequence[int]) -> tuple | None:
+    @functools.cached_property
+    def _split(self) -> tuple | None:
         """(body, head) where the model's logits are `head(body(...).last_hidden_state)`;
         None where something else happens between them (Gemma 2's soft-capping,
-        Cohere's logit scale) or the model has no such parts. Checked once on
-        the model's own forward of the first sequence's first 16 tokens, not
-        assumed from the architecture."""
+        Cohere's logit scale) or the model has no such parts. Checked once, on
+        the model's own forward of 16 token ids, not assumed from the
+        architecture."""
         body, head = getattr(self.model, "base_model", None), self.model.get_output_embeddings()
         if body is None or body is self.model or head is None:
             return None
-        ids = torch.tensor([list(sequence[:16])], dtype=torch.long, device=self.batcher.device)
+        ids = torch.arange(1, 17, dtype=torch.long, device=self.batcher.device)[None] % self.batcher.vocab_size
         mask = torch.ones_like(ids)
         whole = self.model(input_ids=ids, attention_mask=mask).logits.float()
         try:
