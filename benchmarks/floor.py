@@ -18,7 +18,8 @@ How it measures, per suite, on this machine:
    apart as the first checkpoint's time.
 3. The floor, in this process, on the same model, device and batch size:
    one forward pass over every recorded scored sequence (sorted by length,
-   batched), one greedy generation of every recorded new token (KV cache,
+   batched; a context several sequences share is run once, then each one's
+   rest, as the scorer does), one greedy generation of every recorded new token (KV cache,
    finished rows dropped), and for activation patching one capture pass plus,
    per patched layer, the layers from it up (a forward of half the model on
    average). Nothing else: no tokenization, no metric code, no I/O.
@@ -44,7 +45,7 @@ ZOO_SUITES = ("smoke", "dusk", "honesty", "conceptguard", "tofu", "muse", "wmdp"
 CANDIDATE = "candidate"
 FIRST = "first"  # evaluated before the candidate in the same process: it pays the one-time costs
 RECORDER = '''
-import json, os
+import collections, json, os
 
 from unlearnbench import session as session_module
 from unlearnbench.models import handle as handle_module
@@ -73,11 +74,21 @@ def _ids(handle, text):
     return handle.encode_prompt(text)
 
 
+def _once_each(sequences, starts):
+    """The lengths a forward must run over to score `sequences` from `starts`: a context (all
+    but its last token) that several share once, then each one's rest; the others whole."""
+    contexts = [tuple(s[: k - 1]) for s, k in zip(sequences, starts)]
+    sharers = collections.Counter(contexts)
+    shared = {c for c, n in sharers.items() if c and n > 1}
+    return [len(c) for c in shared] + [len(s) - (len(c) if c in shared else 0) for s, c in zip(sequences, contexts)]
+
+
 def _request(kind, handle, args, kwargs, out):
     if kind == "token_logprobs":
-        return {"kind": "score", "lengths": [len(s) for s in args[0]]}
+        return {"kind": "score", "lengths": _once_each(args[0], args[1])}
     if kind == "score_continuations":
-        return {"kind": "score", "lengths": [len(handle.encode_pair(c, x)[0]) for c, x in zip(args[0], args[1])]}
+        pairs = handle.encode_pairs(args[0], args[1])
+        return {"kind": "score", "lengths": _once_each([ids for ids, _ in pairs], [k for _, k in pairs])}
     if kind == "next_token":
         return {"kind": "score", "lengths": [len(_ids(handle, p)) for p in args[0]]}
     if kind == "generate":

@@ -5,6 +5,8 @@ distributions, over token ids (the handle encodes prompts)."""
 from __future__ import annotations
 
 import functools
+import inspect
+from collections import Counter
 from typing import Callable, Collection, Sequence
 
 import numpy as np
@@ -29,6 +31,7 @@ class Scorer:
         self.model, self.batcher, self.pad_id, self.name = model, batcher, pad_id, name
         self.keeps_logits = keeps_logits  # the forward takes `logits_to_keep`: only the last position's logits
         self.finite_check = finite_check  # raises on NaN / inf logits (the forward hook sees no logits here)
+        self.share_prefixes = True  # run a context several sequences share once (off only to measure what it saves)
 
     @torch.inference_mode()
     def token_logprobs(
@@ -45,38 +48,31 @@ class Scorer:
         hidden state (`_split`), the body runs over the batch and the
         head only over the scored positions, LOGITS_CHUNK_BYTES at a time:
         what leaves a chunk is a gather, an argmax and two moments per
-        position, never the [batch, length, vocab] logits.
+        position, never the [batch, length, vocab] logits. There, too,
+        sequences that share their context (a question's answer, paraphrase
+        and perturbed answers; a multiple-choice question's options) run the
+        context once (`_shared_prefix_hidden`).
         """
         for seq, start in zip(sequences, target_starts):
             if not 1 <= start <= len(seq):
                 raise ValueError(f"target start {start} outside 1..{len(seq)} (the first token has no prediction)")
         split = self._split if sequences else None
+        masked = torch.tensor(sorted(masked_ids), dtype=torch.long) if masked_ids else None
 
-        def run(batch: list[int]) -> list[TokenScores]:
-            ids, mask = (t.to(self.batcher.device) for t in pad([sequences[i] for i in batch], self.pad_id))
-            if masked_ids:
-                mask = mask * ~torch.isin(ids, torch.tensor(sorted(masked_ids), device=ids.device))
-            # Each scored token's row and the position predicting it.
+        def attended(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return mask * ~torch.isin(ids, masked.to(ids.device)) if masked is not None else mask
+
+        def scores_of(batch: list[int], ids: torch.Tensor, starts: list[int],
+                      logits_at: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> list[TokenScores]:
+            """The scores of `batch`'s rows of `ids`, row r predicting its
+            targets from position starts[r] - 1 on; `logits_at(rows, positions)`
+            gives the logits at those positions."""
             rows = torch.cat([torch.full((len(sequences[i]) - target_starts[i],), row, dtype=torch.long)
                               for row, i in enumerate(batch)]).to(ids.device)
-            positions = torch.cat([torch.arange(target_starts[i] - 1, len(sequences[i]) - 1)
-                                   for i in batch]).to(ids.device)
-            targets = ids[rows, positions + 1]
-            if split:
-                body, head = split
-                hidden = body(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
-                predicting = hidden[rows.to(hidden.device), positions.to(hidden.device)]
-                del hidden
-
-                def logits_of(a: int, b: int) -> torch.Tensor:
-                    return head(predicting[a:b])
-            else:
-                logits = self.model(input_ids=ids, attention_mask=mask).logits
-
-                def logits_of(a: int, b: int) -> torch.Tensor:
-                    return logits[rows[a:b], positions[a:b]]
-            reduced = _reduce_chunks(logits_of, targets, self.batcher.vocab_size, vocab_stats,
-                                     self.finite_check if split else None)
+            positions = torch.cat([torch.arange(start - 1, start - 1 + len(sequences[i]) - target_starts[i])
+                                   for start, i in zip(starts, batch)]).to(ids.device)
+            reduced = _reduce_chunks(lambda a, b: logits_at(rows[a:b], positions[a:b]), ids[rows, positions + 1],
+                                     self.batcher.vocab_size, vocab_stats, self.finite_check if split else None)
             out, offset = [], 0
             for i in batch:
                 end = offset + len(sequences[i]) - target_starts[i]
@@ -88,7 +84,76 @@ class Scorer:
                 offset = end
             return out
 
-        return self.batcher.map([len(s) for s in sequences], run, full_vocab_logits=not split)
+        def head_over(hidden: torch.Tensor) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+            return lambda rows, positions: split[1](hidden[rows.to(hidden.device), positions.to(hidden.device)])
+
+        def run(batch: list[int]) -> list[TokenScores]:
+            ids, mask = (t.to(self.batcher.device) for t in pad([sequences[i] for i in batch], self.pad_id))
+            mask = attended(ids, mask)
+            if split:
+                logits_at = head_over(split[0](input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state)
+            else:
+                logits = self.model(input_ids=ids, attention_mask=mask).logits
+
+                def logits_at(rows: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+                    return logits[rows, positions]
+            return scores_of(batch, ids, [target_starts[i] for i in batch], logits_at)
+
+        def run_shared(batch: list[int]) -> list[TokenScores]:
+            heads = {c: k for k, c in enumerate(dict.fromkeys(prefix_of[i] for i in batch))}
+            group = torch.tensor([heads[prefix_of[i]] for i in batch], dtype=torch.long)
+            # Each row from its context's last token on: that token predicts the first target.
+            tails = [list(sequences[i][target_starts[i] - 1:]) for i in batch]
+            hidden = self._shared_prefix_hidden(split[0], [list(h) for h in heads], group, tails, attended)
+            return scores_of(batch, pad(tails, self.pad_id)[0].to(self.batcher.device), [1] * len(batch),
+                             head_over(hidden))
+
+        # A context (all but its last token: that one predicts the first
+        # target) shared by several sequences is run once for them.
+        contexts = [tuple(seq[: start - 1]) for seq, start in zip(sequences, target_starts)]
+        sharers = Counter(contexts)
+        prefix_of = {i: c for i, c in enumerate(contexts) if c and sharers[c] > 1} \
+            if split and self.share_prefixes else {}
+        alone = [i for i in range(len(sequences)) if i not in prefix_of]
+        shared = list(prefix_of)
+        results: list = [None] * len(sequences)
+        for i, scores in zip(alone, self.batcher.map([len(sequences[i]) for i in alone],
+                                                     lambda b: run([alone[k] for k in b]),
+                                                     full_vocab_logits=not split)):
+            results[i] = scores
+        longest: dict[tuple, int] = {}
+        for i in shared:
+            longest[prefix_of[i]] = max(longest.get(prefix_of[i], 0), len(sequences[i]))
+        order = {c: k for k, c in enumerate(longest)}
+        # A context's sequences run together, sized by its longest; the longest first.
+        for i, scores in zip(shared, self.batcher.map(
+                [longest[prefix_of[i]] for i in shared], lambda b: run_shared([shared[k] for k in b]),
+                full_vocab_logits=False, priority=[(longest[prefix_of[i]], -order[prefix_of[i]]) for i in shared])):
+            results[i] = scores
+        return results
+
+    def _shared_prefix_hidden(self, body: torch.nn.Module, heads: list[list[int]], group: torch.Tensor,
+                              tails: list[list[int]], attended: Callable) -> torch.Tensor:
+        """The body's last hidden states over `tails[r]`, each row continuing
+        the context `heads[group[r]]`: every context is run once (right-padded,
+        the padding masked out of what follows it), its KV cache copied to
+        its rows, and the rows run from their context's length on, so the
+        positions, the attention and the masked tokens are those of the
+        whole sequence run at once."""
+        device = self.batcher.device
+        head_ids, head_mask = (t.to(device) for t in pad(heads, self.pad_id))
+        head_mask = attended(head_ids, head_mask)
+        # The forward's KV-cache argument and output: `cache` in recent transformers, `past_key_values` before.
+        cache_kwarg = "cache" if "cache" in inspect.signature(body.forward).parameters else "past_key_values"
+        cache = getattr(body(input_ids=head_ids, attention_mask=head_mask, use_cache=True), cache_kwarg)
+        group = group.to(device)
+        cache.batch_select_indices(group)
+        ids, mask = (t.to(device) for t in pad(tails, self.pad_id))
+        lengths = torch.tensor([len(h) for h in heads], dtype=torch.long, device=device)[group]
+        positions = lengths[:, None] + torch.arange(ids.shape[1], device=device)[None]
+        full_mask = torch.cat([head_mask[group], attended(ids, mask)], dim=1)
+        return body(input_ids=ids, attention_mask=full_mask, position_ids=positions, use_cache=True,
+                    **{cache_kwarg: cache}).last_hidden_state
 
     @functools.cached_property
     def _split(self) -> tuple | None:
