@@ -60,7 +60,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"),
                     help="model weights dtype; log-probs are always float32 (auto: float32 on CPU)")
     group.addoption("--batch-size", default="auto",
-                    help="auto (memory-budgeted, halves on CUDA OOM) or a fixed number")
+                    help="auto (sized by --memory-budget, halves on CUDA OOM) or a fixed number")
+    group.addoption("--memory-budget", default="auto", metavar="auto|SIZE",
+                    help="what one batch's working memory may take beside the weights, e.g. 512MiB or 4GB "
+                         "(default auto: 1 GiB on CPU, 80%% of the free memory on CUDA)")
     group.addoption("--cache-dir", metavar="DIR", default=None,
                     help="cache for reference-model work and the zoo (default ~/.cache/unlearnbench)")
     group.addoption("--cache-key-file", metavar="FILE", default=os.environ.get("UNLEARNBENCH_CACHE_KEY_FILE") or None,

@@ -99,6 +99,7 @@ class RunState:
 
     def bench_options(self):
         """BenchOptions from the command line (parsing only; raises UsageError)."""
+        from unlearnbench.backends import memory_budget_of
         from unlearnbench.cache import DEFAULT_CACHE_DIR
         from unlearnbench.errors import UnlearnbenchError
         from unlearnbench.models.checkpoint import CheckpointSpec
@@ -145,6 +146,7 @@ class RunState:
                 device_map=opt("device_map"),
                 dtype=opt("dtype"),
                 batch_size=None if batch == "auto" else int(batch),
+                memory_budget=memory_budget_of(opt("memory_budget")),
                 cache_dir=Path(opt("cache_dir")).expanduser() if opt("cache_dir") else DEFAULT_CACHE_DIR,
                 cache_secret=self.cache_secret,
                 rule=DecisionRule(alpha=opt("alpha"), power=opt("power"), correction=opt("correction") or "holm",
@@ -429,6 +431,7 @@ def new_report_for(config: pytest.Config, options) -> dict:
             "device_map": options.device_map,
             "dtype": options.dtype,
             "batch_size": options.batch_size or "auto",
+            "memory_budget": options.memory_budget or "auto",
             "data_dirs": dict(options.data_dirs),
             "suite_options": options.suite_options,
             "cache_signed": options.cache_secret is not None,

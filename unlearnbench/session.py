@@ -48,6 +48,7 @@ class BenchOptions:
     device_map: str | dict | None = None  # accelerate's device_map; replaces `device`
     dtype: str = "auto"
     batch_size: int | None = None
+    memory_budget: int | None = None  # --memory-budget in bytes; None: auto (models/batching.Batcher)
     cache_dir: Path = DEFAULT_CACHE_DIR
     cache_secret: bytes | None = None  # --cache-key-file: entries signed with it, others recomputed
     rule: DecisionRule = field(default_factory=DecisionRule)  # --alpha, --correction, --point-estimate, --strict-ci
@@ -191,7 +192,8 @@ class Bench:
     def load_settings(self) -> LoadSettings:
         options = self.options
         return LoadSettings(device=options.device, device_map=options.device_map, dtype=options.dtype,
-                            batch_size=options.batch_size, fingerprint_memo=options.cache_dir / "fingerprints.json",
+                            batch_size=options.batch_size, memory_budget=options.memory_budget,
+                            fingerprint_memo=options.cache_dir / "fingerprints.json",
                             cache_secret=options.cache_secret,
                             tokenizers=options.tokenizers, concurrency=options.endpoint_concurrency,
                             endpoint_timeout=options.endpoint_timeout, base_model=options.base_model)

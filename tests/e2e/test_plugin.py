@@ -212,12 +212,16 @@ def test_cli_preflight_prints_each_checks_power_from_the_references_alone(zoo_fa
     assert main(["preflight", "--suite", "nope"]) == 2
 
 
-def test_bad_device_and_batch_size_are_usage_errors(project, cache_dir, smoke_lm_dir):
+def test_bad_device_batch_size_and_memory_budget_are_usage_errors(project, cache_dir, smoke_lm_dir):
     result, _ = run_suite(project, cache_dir, "--model", str(smoke_lm_dir), "--device", "gpu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --device must be auto, cpu, cuda or cuda:N, not 'gpu'"])
     result, _ = run_suite(project, cache_dir, "--model", str(smoke_lm_dir), "--batch-size", "0")
     result.stderr.fnmatch_lines(["ERROR: --batch-size must be 'auto' or a positive integer, not '0'"])
+    result, _ = run_suite(project, cache_dir, "--model", str(smoke_lm_dir), "--memory-budget", "12 apples")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --memory-budget must be 'auto' or a size of at least 1 MiB such as 512MiB "
+                                 "or 4GB, not '12 apples'"])
 
 
 @pytest.mark.parametrize("args, message", [

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from unlearnbench.models.batching import CPU_LOGITS_BUDGET_BYTES, MAX_CPU_BATCH, Batcher, pad
+from unlearnbench.models.batching import CPU_BUDGET_BYTES, MAX_BATCH, Batcher, pad
 
 PAD = 0
 
@@ -49,20 +49,20 @@ def test_pad_right_left_and_behind_a_shared_head():
 
 def test_batcher_budgets_cpu_logits_and_honours_a_fixed_size():
     # 3 float32 copies of (positions x vocabulary) per row: 100 x 50,000 x 12 bytes = 60 MB -> 17 rows in 1 GiB.
-    assert batcher(50_000).size(100, full_vocab_logits=True) == CPU_LOGITS_BUDGET_BYTES // (100 * 50_000 * 12) == 17
-    assert batcher(50_000).size(100, full_vocab_logits=False) == MAX_CPU_BATCH  # one logit row per sequence
+    assert batcher(50_000).size(100, full_vocab_logits=True) == CPU_BUDGET_BYTES // (100 * 50_000 * 12) == 17
+    assert batcher(50_000).size(100, full_vocab_logits=False) == MAX_BATCH  # one logit row per sequence
     # Generation budgets the KV cache: an 8B-shaped model (32 layers x 8 KV heads x 128 x 2 x 4 bytes = 256 KiB a
     # token) at 600 tokens takes 150 MiB + one logit row a sequence -> 6 rows in 1 GiB.
     per_row = 600 * 32 * 8 * 128 * 2 * 4 + 128_256 * 12
     assert batcher(128_256, kv_bytes_per_token=32 * 8 * 128 * 2 * 4).size(600, full_vocab_logits=False) == \
-        CPU_LOGITS_BUDGET_BYTES // per_row == 6
+        CPU_BUDGET_BYTES // per_row == 6
     # Scoring that reduces its logits in chunks budgets one layer's activations and each row's float32 attention
     # mask besides: Llama-3.2-1B's width (2048, MLP 8192) in float32 is (6 x 2048 + 3 x 8192) x 4 = 144 KiB a
     # token, the KV cache (16 layers x 8 x 64 x 2 x 4 bytes) 64 KiB: at 512 tokens 104 MiB + 1 MiB of mask -> 9 rows.
     kv, activations = 16 * 8 * 64 * 2 * 4, (6 * 2048 + 3 * 8192) * 4
     per_row = 512 * (kv + activations) + 512 * 512 * 4 + 128_256 * 12
     assert batcher(128_256, kv_bytes_per_token=kv, activation_bytes_per_token=activations).size(
-        512, full_vocab_logits=False) == CPU_LOGITS_BUDGET_BYTES // per_row == 9
+        512, full_vocab_logits=False) == CPU_BUDGET_BYTES // per_row == 9
     assert batcher(50_000, fixed_batch_size=3).size(100, full_vocab_logits=True) == 3
     seen = []
     out = batcher(fixed_batch_size=2).map([1, 5, 3], lambda b: seen.append(list(b)) or [f"x{i}" for i in b],
@@ -70,8 +70,46 @@ def test_batcher_budgets_cpu_logits_and_honours_a_fixed_size():
     assert out == ["x0", "x1", "x2"] and seen == [[1, 2], [0]]  # longest first, results in input order
 
 
+def test_a_memory_budget_sizes_batches_on_cpu_and_cuda_alike(monkeypatch):
+    """--memory-budget replaces the default on either device; without it CUDA
+    budgets 80% of the memory free now (the driver's free memory and what
+    torch's allocator holds unused), asked again before every batch."""
+    from unlearnbench.models import batching
+
+    per_row = 100 * 50_000 * 12 + 100 * 100 * 4  # the whole forward's logits of 100 positions, the mask
+    assert batcher(50_000, memory_budget=per_row * 5).size(100, full_vocab_logits=True) == 5
+    assert batcher(50_000, memory_budget=per_row // 2).size(100, full_vocab_logits=True) == 1  # never 0 rows
+    free = [per_row * 10]
+    monkeypatch.setattr(batching.torch.cuda, "mem_get_info", lambda device: (free[0], 80 << 30))
+    monkeypatch.setattr(batching.torch.cuda, "memory_reserved", lambda device: 3 * per_row)
+    monkeypatch.setattr(batching.torch.cuda, "memory_allocated", lambda device: per_row)
+    cuda = Batcher(device=torch.device("cuda"), vocab_size=50_000)
+    assert cuda.budget() == int(0.8 * 12 * per_row) and cuda.size(100, full_vocab_logits=True) == 9
+    free[0] = per_row * 3  # another model loaded beside it: the next batch is smaller
+    assert cuda.size(100, full_vocab_logits=True) == 4
+    assert Batcher(device=torch.device("cuda"), vocab_size=50_000, memory_budget=per_row * 2).size(
+        100, full_vocab_logits=True) == 2
+
+
+@pytest.mark.parametrize("text, size", [("auto", None), ("512MiB", 512 << 20), ("4GB", 4 * 10**9),
+                                        ("1.5g", int(1.5 * (1 << 30))), ("2 GiB", 2 << 30)])
+def test_memory_budget_sizes_are_read_with_their_units(text, size):
+    from unlearnbench.backends import memory_budget_of
+
+    assert memory_budget_of(text) == size
+
+
+@pytest.mark.parametrize("text", ["1024", "lots", "-1GB", "2 parsecs"])
+def test_a_memory_budget_that_is_no_size_is_one_message(text):
+    from unlearnbench.backends import memory_budget_of
+    from unlearnbench.errors import UnlearnbenchError
+
+    with pytest.raises(UnlearnbenchError, match=r"--memory-budget must be 'auto' or a size of at least 1 MiB"):
+        memory_budget_of(text)
+
+
 def test_batcher_halves_on_cuda_out_of_memory_and_keeps_the_smaller_size():
-    cuda = Batcher(device=torch.device("cuda"), vocab_size=384)
+    cuda = Batcher(device=torch.device("cuda"), vocab_size=384, memory_budget=1 << 40)
     cuda.cap = 16
     calls = []
 

@@ -1,7 +1,8 @@
 """Batching for the Hugging Face backend: the one padding helper, and the
 `Batcher` that runs work over length-sorted batches with a batch size that
-is fixed, budgeted (CPU: the logits' and the KV cache's memory), or halved
-on a CUDA out-of-memory error."""
+is fixed or sized by a memory budget (what one row's logits, KV cache and
+activations take), halved on a CUDA out-of-memory error should the
+estimate fall short."""
 
 from __future__ import annotations
 
@@ -11,14 +12,18 @@ import torch
 
 from unlearnbench import cancel
 
-# CPU has no OOM signal we can catch, so auto batching there budgets the
-# float32 logits (+ log-softmax + probabilities) and the KV cache of one
-# batch up front.
-CPU_LOGITS_BUDGET_BYTES = 1 << 30
-MAX_AUTO_BATCH = 64  # CUDA's first try
-# On CPU a small model's step costs about the same for 1 row as for hundreds
-# (per-call overhead): the budget, not a fixed cap, limits its batches.
-MAX_CPU_BATCH = 256
+# What one batch's working memory (beside the weights) may take on CPU by
+# default. A fixed amount, not a share of the free memory: batch shapes, and
+# so the float rounding of every score, are then the same from run to run.
+CPU_BUDGET_BYTES = 1 << 30
+# On CUDA the default budget is this share of the memory free before each
+# batch (the device's free memory and what torch's allocator holds unused):
+# the rest is left to helper models (a sentence embedder, a judge) and to
+# fragmentation.
+CUDA_FREE_SHARE = 0.8
+# A small model's step costs about the same for 1 row as for hundreds
+# (per-call overhead): the budget, not a small cap, limits its batches.
+MAX_BATCH = 256
 # Generation runs a prompt's uncached tokens through the model this many
 # positions at a time (its KV cache growing between chunks): a long prompt's
 # activations are then a chunk's, while its batch is sized by the KV cache.
@@ -45,17 +50,19 @@ def pad(sequences: Sequence[Sequence[int]], pad_id: int, *, left: bool = False,
 
 
 class Batcher:
-    """Runs a model's work in batches. On CPU a batch is sized by the memory
-    one row takes: the logits of every position over the whole vocabulary
-    (`vocab_size`) where the whole forward's logits are kept, or one logit
-    row per sequence (generation, scoring that reduces them in chunks), plus
-    the KV cache and one layer's activations; at most MAX_CPU_BATCH rows. On CUDA the size starts at MAX_AUTO_BATCH and halves
-    on out-of-memory, and the smaller size is kept for the rest of the
-    model's life."""
+    """Runs a model's work in batches. A batch is sized by the memory one row
+    takes against `memory_budget` (bytes; None: CPU_BUDGET_BYTES on CPU,
+    CUDA_FREE_SHARE of the free memory on CUDA): the logits of every position
+    over the whole vocabulary (`vocab_size`) where the whole forward's logits
+    are kept, or one logit row per sequence (generation, scoring that reduces
+    them in chunks), plus the KV cache and one layer's activations; at most
+    MAX_BATCH rows. Should a CUDA batch still run out of memory, the size
+    halves, and the smaller size is kept for the rest of the model's life."""
 
     def __init__(self, *, device: torch.device, vocab_size: int, fixed_batch_size: int | None = None,
-                 kv_bytes_per_token: int = 0, activation_bytes_per_token: int = 0):
+                 memory_budget: int | None = None, kv_bytes_per_token: int = 0, activation_bytes_per_token: int = 0):
         self.device, self.vocab_size, self.fixed_batch_size = device, vocab_size, fixed_batch_size
+        self.memory_budget = memory_budget
         self.kv_bytes_per_token = kv_bytes_per_token
         # One layer's transient activations per token: with the float32
         # [length, length] attention mask of each row, what a forward holds
@@ -63,20 +70,28 @@ class Batcher:
         # (scoring.LOGITS_CHUNK_BYTES); scaled dot-product attention does not
         # hold the scores of every head.
         self.activation_bytes_per_token = activation_bytes_per_token
-        self.cap = MAX_AUTO_BATCH if device.type == "cuda" else MAX_CPU_BATCH
+        self.cap = MAX_BATCH
+
+    def budget(self) -> int:
+        """The bytes one batch's working memory may take now."""
+        if self.memory_budget is not None:
+            return self.memory_budget
+        if self.device.type == "cuda":
+            free, _total = torch.cuda.mem_get_info(self.device)
+            idle = torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
+            return int(CUDA_FREE_SHARE * (free + idle))
+        return CPU_BUDGET_BYTES
 
     def size(self, seq_len: int, full_vocab_logits: bool, *, chunked_prefill: bool = False) -> int:
         """Rows per batch for sequences of `seq_len` tokens; `chunked_prefill`:
         a forward sees at most PREFILL_CHUNK_TOKENS of them at once."""
         if self.fixed_batch_size:
             return self.fixed_batch_size
-        if self.device.type == "cuda":
-            return self.cap
         logits = seq_len * self.vocab_size * 4 * 3 if full_vocab_logits else self.vocab_size * 4 * 3
         at_once = min(seq_len, PREFILL_CHUNK_TOKENS) if chunked_prefill else seq_len
         per_row = (logits + seq_len * self.kv_bytes_per_token + at_once * self.activation_bytes_per_token
                    + at_once * seq_len * 4)
-        return int(max(1, min(self.cap, CPU_LOGITS_BUDGET_BYTES // max(per_row, 1))))
+        return int(max(1, min(self.cap, self.budget() // max(per_row, 1))))
 
     def map(self, lengths: Sequence[int], run: Callable[[list[int]], list], *, full_vocab_logits: bool,
             extra: int = 0, cap: int | None = None, priority: Sequence | None = None,

@@ -68,8 +68,8 @@ class FiniteLogitsCheck:
 
 class ModelHandle(Tokenization):
     def __init__(self, model: torch.nn.Module, tokenizer, *, name: str, source: str, fingerprint: str,
-                 batch_size: int | None = None, load_seconds: float = 0.0, offload_folder: str | None = None,
-                 detach=None):
+                 batch_size: int | None = None, memory_budget: int | None = None, load_seconds: float = 0.0,
+                 offload_folder: str | None = None, detach=None):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name, self.source, self.fingerprint = name, source, fingerprint
@@ -81,6 +81,7 @@ class ModelHandle(Tokenization):
         cache_kwarg = "cache" if "cache" in forward else "past_key_values"
         keeps_logits = "logits_to_keep" in forward
         self.batcher = Batcher(device=self.device, vocab_size=self.vocab_size, fixed_batch_size=batch_size,
+                               memory_budget=memory_budget,
                                kv_bytes_per_token=self.kv_bytes_per_token,
                                activation_bytes_per_token=self.activation_bytes_per_token)
         self.finite_check = FiniteLogitsCheck(name)
@@ -94,13 +95,14 @@ class ModelHandle(Tokenization):
 
     @classmethod
     def load(cls, source: str | ResolvedCheckpoint, *, name: str | None = None, device: str = "auto",
-             dtype: str = "auto", batch_size: int | None = None, fingerprint_memo: Path | None = None,
+             dtype: str = "auto", batch_size: int | None = None, memory_budget: int | None = None,
+             fingerprint_memo: Path | None = None,
              fingerprint_secret: bytes | None = None, device_map: str | dict | None = None) -> "ModelHandle":
         """The checkpoint at `source`, loaded (loading.load_weights)."""
         w = load_weights(source, name=name, device=device, dtype=dtype, fingerprint_memo=fingerprint_memo,
                          fingerprint_secret=fingerprint_secret, device_map=device_map)
         return cls(w.model, w.tokenizer, name=w.name, source=w.source, fingerprint=w.fingerprint,
-                   batch_size=batch_size, load_seconds=w.load_seconds, offload_folder=w.offload_folder,
+                   batch_size=batch_size, memory_budget=memory_budget, load_seconds=w.load_seconds, offload_folder=w.offload_folder,
                    detach=w.detach)
 
     def release(self) -> None:
@@ -226,5 +228,5 @@ class ModelHandle(Tokenization):
 def load_backend(source: str, *, name: str, settings) -> ModelHandle:
     """The Hugging Face backend's loader (backends.py)."""
     return ModelHandle.load(resolve(source, base_model=settings.base_model), name=name, device=settings.device, device_map=settings.device_map,
-                            dtype=settings.dtype, batch_size=settings.batch_size,
+                            dtype=settings.dtype, batch_size=settings.batch_size, memory_budget=settings.memory_budget,
                             fingerprint_memo=settings.fingerprint_memo, fingerprint_secret=settings.cache_secret)
