@@ -128,10 +128,17 @@ def _evaluating(self, handle, suite):
     # The suite being evaluated, not the test running: a check's judgement may evaluate the checkpoint's
     # other suites first (its Holm family spans them all).
     outer, CURRENT["suite"] = CURRENT["suite"], suite
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
     try:
         return _evaluate(self, handle, suite)
     finally:
         CURRENT["suite"] = outer
+        if torch.cuda.is_available() and handle.name == os.environ["FLOOR_CANDIDATE"]:
+            peak = max(LOG.get("_cuda_peak_bytes", {}).get(suite, 0), torch.cuda.max_memory_allocated())
+            LOG.setdefault("_cuda_peak_bytes", {})[suite] = peak
 
 
 session_module.Bench._evaluate = _evaluating
@@ -143,8 +150,12 @@ def pytest_sessionfinish(session):
 '''
 
 
-def pytest_run(suites: list[str], models: dict[str, Path], args, work: Path, *, record: bool) -> dict:
-    folder = work / ("timed" if record else "warm")
+def pytest_run(suites: list[str], models: dict[str, Path], args, work: Path, *, record: bool,
+               extra: tuple[str, ...] = (), folder_name: str | None = None) -> dict:
+    """One `pytest suites/...` process on `models` (`record`: with the recorder):
+    its report, the recorded requests per suite, its peak RSS and wall seconds.
+    `extra`: more pytest arguments (--dtype, --suite-option ...)."""
+    folder = work / (folder_name or ("timed" if record else "warm"))
     (folder / "plugin").mkdir(parents=True, exist_ok=True)
     (folder / "plugin" / "floor_recorder.py").write_text(RECORDER)
     env = {**os.environ, "FLOOR_LOG": str(folder / "requests.json"), "FLOOR_CANDIDATE": CANDIDATE,
@@ -155,13 +166,20 @@ def pytest_run(suites: list[str], models: dict[str, Path], args, work: Path, *, 
                "-p", "no:cacheprovider", "-q", "--no-progress", *(["-p", "floor_recorder"] if record else [])]
     command += [f"--full-model={args.full_model}", f"--retain-model={args.retain_model}"]
     command += [f"--data-dir={s}={args.data_dir}" for s in suites if s != "smoke"]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    command += list(extra)
+    started = time.perf_counter()
+    with open(folder / "stdout.txt", "w") as stdout, open(folder / "stderr.txt", "w") as stderr:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=stdout, stderr=stderr)
+        _, status, usage = os.wait4(process.pid, 0)  # this child's own peak RSS, not the largest child's so far
+        process.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - started
     report_file = folder / "reports" / "latest" / "report.json"
-    if result.returncode not in (0, 1) or not report_file.is_file():
-        sys.exit(f"floor: pytest ended with exit status {result.returncode}:\n{result.stdout[-3000:]}"
-                 f"{result.stderr[-3000:]}")
+    if process.returncode not in (0, 1) or not report_file.is_file():
+        output = (folder / "stdout.txt").read_text()[-3000:] + (folder / "stderr.txt").read_text()[-3000:]
+        sys.exit(f"floor: pytest ended with exit status {process.returncode}:\n{output}")
     report = json.loads(report_file.read_text())
-    return {"report": report, "requests": json.loads((folder / "requests.json").read_text()) if record else {}}
+    return {"report": report, "requests": json.loads((folder / "requests.json").read_text()) if record else {},
+            "peak_rss_mib": usage.ru_maxrss / 1024, "wall_s": wall}
 
 
 def _batches(items: list, size_of):
