@@ -237,8 +237,9 @@ def print_shape(result: dict) -> None:
         per = r["seconds"] / r["sequences"] if r["seconds"] and r["sequences"] else None
         gpu = " / ".join("does not fit" if r[f"gpu_{d}_s"] is None else f"{r[f'gpu_{d}_s']:.1f}"
                          for d in ("bfloat16", "float32"))
+        peak = f"{r['peak_rss_mib']:.0f}" + (f" (GPU {r['cuda_peak_mib']:.0f})" if r["cuda_peak_mib"] else "")
         print(f"| {r['suite']} | {r['sequences']} | {r['scored_tokens']} / {r['prefill_tokens']} / "
-              f"{r['generated_tokens']} | {r['peak_rss_mib']:.0f} | {fmt(r['seconds'])} | {fmt(per, 3)} | "
+              f"{r['generated_tokens']} | {peak} | {fmt(r['seconds'])} | {fmt(per, 3)} | "
               f"{fmt(r['full_depth_s'])}, {r['full_depth_peak_mib']:.0f} | {gpu} |")
 
 
