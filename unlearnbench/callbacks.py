@@ -31,7 +31,8 @@ from unlearnbench.records import RecordedError, SentOnce, check_record
 from unlearnbench.report.schema import add_record, new_report, write_outputs
 from unlearnbench.report.verdicts import looks_level, passes_at
 from unlearnbench.rule import DecisionRule
-from unlearnbench.session import Bench, BenchOptions
+from unlearnbench.options import BenchOptions
+from unlearnbench.session import Bench
 from unlearnbench.suites import SUITES, default_file
 
 STOP_WHEN = (None, "pass")

@@ -157,7 +157,8 @@ def _preflight(args: argparse.Namespace) -> int:
     """Each check's power from the reference models alone: no candidate loads."""
     from unlearnbench.rule import DecisionRule
     from unlearnbench.models.checkpoint import CheckpointSpec
-    from unlearnbench.session import Bench, BenchOptions, data_dirs_of
+    from unlearnbench.options import BenchOptions, data_dirs_of
+    from unlearnbench.session import Bench
     from unlearnbench.suites import SUITES
     from unlearnbench.thresholds import power_line
 

@@ -225,12 +225,13 @@ def _quiet_third_party(config: pytest.Config) -> None:
 
 
 def _validate_inputs(config: pytest.Config) -> None:
-    """What the command line names, checked before collection (cheap: no torch):
-    an `ERROR:` line and exit 4, never a traceback after the work."""
+    """What the command line names, read into the run's options and checked
+    before collection (cheap: no torch): an `ERROR:` line and exit 4, never a
+    traceback after the work."""
     from unlearnbench.backends import BACKENDS
     from unlearnbench.cache import read_secret
     from unlearnbench.errors import UnlearnbenchError
-    from unlearnbench.models.checkpoint import CheckpointSpec, discover, split_name
+    from unlearnbench.options import BenchOptions
     from unlearnbench.report.baseline import RegressionRule
     from unlearnbench.suites import SUITES
 
@@ -238,33 +239,20 @@ def _validate_inputs(config: pytest.Config) -> None:
         if SUITES.problems or BACKENDS.problems:
             raise UnlearnbenchError([*SUITES.problems, *BACKENDS.problems][0])
         _check_rootdir(config)
-        for entry in config.getoption("model"):
-            CheckpointSpec.parse(entry)
-        for directory in config.getoption("model_dir"):
-            discover(directory)
-        if config.getoption("zoo_extra"):
-            if config.getoption("model") or config.getoption("model_dir"):
-                raise UnlearnbenchError("--zoo-extra adds zoo recipes to the default zoo run: give it without "
-                                        "--model/--model-dir")
-            from unlearnbench.fixtures.zoo import RECIPES
-
-            for name in config.getoption("zoo_extra"):
-                if name not in RECIPES:
-                    raise UnlearnbenchError(f"--zoo-extra {name}: no zoo recipe of this name "
-                                            f"(known: {', '.join(RECIPES)})")
-        for entry in config.getoption("data_dir"):
-            suite, _ = split_name(entry)
-            if suite and suite not in SUITES:
-                raise UnlearnbenchError(f"--data-dir {entry}: unknown suite '{suite}' (known: {', '.join(SUITES)})")
         for rule in config.getoption("fail_on_regression"):
             RegressionRule.parse(rule)
         if config.getoption("report_dir"):
             check_report_dir(Path(config.getoption("report_dir")), "--report-dir")
         cache_secret = read_secret(config.getoption("cache_key_file")) if config.getoption("cache_key_file") else None
+        options = BenchOptions.from_command_line(config.getoption, cache_secret=cache_secret)
+        workers = getattr(config.option, "numprocesses", None)
+        if options.device_map is not None and isinstance(workers, int) and workers > 1:
+            raise UnlearnbenchError(f"--device-map spreads each checkpoint over every visible device: run it "
+                                    f"with one process, not -n {workers}")
     except UnlearnbenchError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = RunState(config)
-    state.cache_secret = cache_secret
+    state.options = options
     if state.is_worker and config.workerinput.get(INTERRUPT_FILE_KEY):
         from unlearnbench import cancel
 

@@ -67,26 +67,13 @@ class RunState:
         self.started = time.time()
         self.baseline: dict | None = None
         self.regression_rules: list = []
-        self.cache_secret: bytes | None = None  # from --cache-key-file, read at configure time
         self.interrupt_file: Path | None = None  # xdist controller: created by its Ctrl-C (pytest_configure_node)
         self.controller_handles_interrupts = False
-        self._user_checkpoints: list | None = None  # user_checkpoints(), once
+        self.options = None  # options.BenchOptions, read from the command line once (plugin._validate_inputs)
 
     @property
     def is_worker(self) -> bool:
         return hasattr(self.config, "workerinput")
-
-    def user_checkpoints(self) -> list:
-        """--model entries, then each --model-dir's discoveries: parsed and
-        walked once per process (collection asks once per suite module)."""
-        if self._user_checkpoints is None:
-            from unlearnbench.models.checkpoint import CheckpointSpec, discover
-
-            specs = [CheckpointSpec.parse(m) for m in self.config.getoption("model")]
-            for directory in self.config.getoption("model_dir"):
-                specs += discover(directory)
-            self._user_checkpoints = specs
-        return list(self._user_checkpoints)
 
     def checkpoints(self, suite: str) -> list:
         """--model entries, or the suite's default fixture-zoo checkpoints."""
@@ -94,74 +81,7 @@ class RunState:
 
         if suite not in SUITES:
             raise pytest.UsageError(f"unknown suite '{suite}' (known: {', '.join(SUITES)})")
-        return sweep_checkpoints(suite, self.user_checkpoints(), self.config.getoption("shard"),
-                                 tuple(self.config.getoption("zoo_extra")))
-
-    def bench_options(self):
-        """BenchOptions from the command line (parsing only; raises UsageError)."""
-        from unlearnbench.backends import memory_budget_of
-        from unlearnbench.cache import DEFAULT_CACHE_DIR
-        from unlearnbench.errors import UnlearnbenchError
-        from unlearnbench.models.checkpoint import CheckpointSpec
-        from unlearnbench.session import BenchOptions, data_dirs_of
-        from unlearnbench.suites import SUITES
-
-        opt = self.config.getoption
-        try:
-            batch = opt("batch_size")
-            if batch != "auto" and (not batch.isdigit() or int(batch) < 1):
-                raise UnlearnbenchError(f"--batch-size must be 'auto' or a positive integer, not {batch!r}")
-            if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", opt("device")):
-                raise UnlearnbenchError(f"--device must be auto, cpu, cuda or cuda:N, not {opt('device')!r}")
-            if opt("point_estimate") and opt("strict_ci"):
-                raise UnlearnbenchError("--point-estimate decides on values alone and --strict-ci on intervals: "
-                                        "give one of them")
-            if opt("point_estimate") and opt("correction") == "holm":
-                raise UnlearnbenchError("--correction corrects the intervals' decisions; --point-estimate makes none")
-            workers = getattr(self.config.option, "numprocesses", None)
-            if opt("device_map") is not None and isinstance(workers, int) and workers > 1:
-                raise UnlearnbenchError(f"--device-map spreads each checkpoint over every visible device: run it "
-                                        f"with one process, not -n {workers}")
-            suite_options: dict[str, dict[str, str]] = {}
-            for entry in opt("suite_option"):
-                key, sep, value = entry.partition("=")
-                suite, dot, name = key.partition(".")
-                if not (sep and dot) or suite not in SUITES or name not in SUITES[suite].options:
-                    known = ", ".join(f"{s}.{o}" for s, spec in SUITES.items() for o in spec.options)
-                    raise UnlearnbenchError(f"--suite-option {entry!r}: expected SUITE.KEY=VALUE, one of {known}")
-                suite_options.setdefault(suite, {})[name] = value
-            for suite, spec in SUITES.items():
-                for flag, key, _metavar, _help in spec.flags:
-                    value = opt(flag.lstrip("-").replace("-", "_"))
-                    if value is not None:
-                        suite_options.setdefault(suite, {})[key] = value
-            return BenchOptions(
-                models=self.user_checkpoints(),
-                full=CheckpointSpec.parse(opt("full_model")) if opt("full_model") else None,
-                retain=CheckpointSpec.parse(opt("retain_model")) if opt("retain_model") else None,
-                thresholds_override=Path(opt("thresholds")) if opt("thresholds") else None,
-                data_dirs=data_dirs_of(opt("data_dir")),
-                suite_options=suite_options,
-                device=opt("device"),
-                device_map=opt("device_map"),
-                dtype=opt("dtype"),
-                batch_size=None if batch == "auto" else int(batch),
-                memory_budget=memory_budget_of(opt("memory_budget")),
-                cache_dir=Path(opt("cache_dir")).expanduser() if opt("cache_dir") else DEFAULT_CACHE_DIR,
-                cache_secret=self.cache_secret,
-                rule=DecisionRule(alpha=opt("alpha"), power=opt("power"), correction=opt("correction") or "holm",
-                                  point_estimate=opt("point_estimate"), strict=opt("strict_ci")),
-                seed=opt("seed"),
-                shard=opt("shard"),
-                tokenizers=dict(opt("tokenizer")),
-                endpoint_concurrency=opt("endpoint_concurrency"),
-                endpoint_timeout=opt("endpoint_timeout"),
-                checkpoint_deadline=opt("checkpoint_deadline"),
-                zoo_extra=tuple(opt("zoo_extra")),
-                base_model=opt("base_model"),
-            )
-        except UnlearnbenchError as exc:
-            raise pytest.UsageError(str(exc)) from None
+        return sweep_checkpoints(suite, list(self.options.models), self.options.shard, self.options.zoo_extra)
 
     def start(self, suites: list[str], thresholds_files: dict[str, Path]) -> None:
         """Validate everything a run needs, cheaply, before any model is loaded."""
@@ -179,7 +99,7 @@ class RunState:
             cancel.install_sigint_handler(INTERRUPT_MESSAGE)
             if not self.is_worker:
                 check_report_dir(report_base(self.config), "report folder")
-            bench = Bench(self.bench_options())
+            bench = Bench(self.options)
             bench.validate_checkpoints()
             bench.prepare_suites(suites, thresholds_files, build_zoo=not self.config.option.collectonly)
         except (UnlearnbenchError, pytest.UsageError) as exc:
@@ -219,7 +139,7 @@ class RunState:
         from unlearnbench.session import Bench
 
         try:
-            Bench(self.bench_options()).validate_checkpoints()
+            Bench(self.options).validate_checkpoints()
         except UnlearnbenchError as exc:
             raise pytest.UsageError(str(exc)) from None
 
@@ -247,7 +167,7 @@ class RunState:
         from unlearnbench.report.schema import add_record
 
         if self.report is None:  # under xdist the controller collects nothing: start on the first record
-            self.report = new_report_for(self.config, self.bench_options())
+            self.report = new_report_for(self.config, self.options)
         for record in records:
             add_record(self.report, record)
 
@@ -270,8 +190,8 @@ class RunState:
         from unlearnbench.scheduling import CheckpointScheduling
         from unlearnbench.suites import run_order
 
-        return CheckpointScheduling(config, log, run_order([s.name for s in self.user_checkpoints()],
-                                                           tuple(config.getoption("zoo_extra"))))
+        return CheckpointScheduling(config, log, run_order([s.name for s in self.options.models],
+                                                           self.options.zoo_extra))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report, sched) -> None:
@@ -292,7 +212,7 @@ class RunState:
                     nodeid=nodeid, location=(nodeid.split("::")[0], None, nodeid), keywords={}, outcome="failed",
                     longrepr=f"checkpoint {name} lost: {reason}; its other tests were not run", when="call"))
         if self.report is None:
-            self.report = new_report_for(self.config, self.bench_options())
+            self.report = new_report_for(self.config, self.options)
         add_lost(self.report, name, reason, tests)
 
     @pytest.hookimpl(optionalhook=True)

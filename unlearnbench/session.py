@@ -14,7 +14,7 @@ from typing import Iterator
 
 from unlearnbench import cancel, progress
 from unlearnbench.backends import LoadSettings, backend_for
-from unlearnbench.cache import DEFAULT_CACHE_DIR, DiskCache, SuiteMemo, cache_key
+from unlearnbench.cache import DiskCache, SuiteMemo, cache_key
 from unlearnbench.cancel import Cancelled
 from unlearnbench.errors import CheckpointError, MissingCapability, NonFiniteOutputError, UnlearnbenchError
 from unlearnbench.evidence import holm_adjusted, value_estimate
@@ -27,48 +27,13 @@ from unlearnbench.metrics.core import (
     metric_from_dict,
     seeded,
 )
-from unlearnbench.models.checkpoint import CheckpointSpec, judge_source, split_name
+from unlearnbench.models.checkpoint import CheckpointSpec, judge_source
 from unlearnbench.openai_api import EndpointError
-from unlearnbench.rule import DecisionRule
+from unlearnbench.options import BenchOptions
 from unlearnbench.suites import SUITES, resolve, sweep_checkpoints, zoo_checkpoints
 from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds, power_line
 
 REFERENCE_ROLES = ("full", "retain")
-
-
-@dataclass
-class BenchOptions:
-    models: list[CheckpointSpec]  # empty: each suite's default fixture-zoo checkpoints
-    full: CheckpointSpec | None = None
-    retain: CheckpointSpec | None = None
-    thresholds_override: Path | None = None
-    data_dirs: dict[str, str] = field(default_factory=dict)  # suite -> dir or hf:ID ("*" = every suite)
-    suite_options: dict[str, dict[str, str]] = field(default_factory=dict)  # suite -> key -> value
-    device: str = "auto"
-    device_map: str | dict | None = None  # accelerate's device_map; replaces `device`
-    dtype: str = "auto"
-    batch_size: int | None = None
-    memory_budget: int | None = None  # --memory-budget in bytes; None: auto (models/batching.Batcher)
-    cache_dir: Path = DEFAULT_CACHE_DIR
-    cache_secret: bytes | None = None  # --cache-key-file: entries signed with it, others recomputed
-    rule: DecisionRule = field(default_factory=DecisionRule)  # --alpha, --correction, --point-estimate, --strict-ci
-    seed: int = 0
-    shard: object | None = None  # shard.Shard: evaluate only this shard's checkpoints
-    tokenizers: dict[str, str] = field(default_factory=dict)  # model name -> tokenizer dir (endpoint models)
-    endpoint_concurrency: int = 8  # requests in flight per endpoint model
-    endpoint_timeout: float = 120.0  # seconds one endpoint request may wait for its reply
-    checkpoint_deadline: float | None = None  # seconds one checkpoint's evaluation may take in all
-    zoo_extra: tuple[str, ...] = ()  # --zoo-extra: more zoo recipes beside the family (meta-evaluation's seeds)
-    base_model: str | None = None  # --base-model: the base of every PEFT adapter checkpoint
-
-
-def data_dirs_of(entries: list[str]) -> dict[str, str]:
-    """`--data-dir [SUITE=]DIR` entries as `BenchOptions.data_dirs` (no suite: "*", every suite)."""
-    out = {}
-    for entry in entries:
-        suite, directory = split_name(entry)
-        out[suite or "*"] = directory
-    return out
 
 
 @dataclass

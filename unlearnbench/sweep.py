@@ -57,8 +57,7 @@ def pytest_collection_finish(session) -> None:
             tests.setdefault(spec.name, []).append(item.nodeid)
     report_dir = session.config.getoption("report_dir")
     Path(target).write_text(json.dumps({
-        "order": run_order([s.name for s in state.user_checkpoints()],
-                           tuple(session.config.getoption("zoo_extra"))),
+        "order": run_order([s.name for s in state.options.models], state.options.zoo_extra),
         "tests": tests,
         "report_base": str(Path(report_dir).resolve() if report_dir else session.config.rootpath / "reports"),
     }))
