@@ -222,7 +222,8 @@ def measure_model(args, work: Path) -> dict:
         rows.append({"suite": suite, "runs": runs, "peak_rss_mib": [r["peak_rss_mib"] for r in runs],
                      "seconds": [r["seconds"] for r in runs],
                      **{k: runs[0][k] for k in ("sequences", "scored_tokens", "prefill_tokens", "generated_tokens")}})
-        print(f"  {suite}: peaks {[round(r['peak_rss_mib']) for r in runs]} MiB", file=sys.stderr)
+        print(f"  {suite}: peaks {[round(r['peak_rss_mib']) for r in runs]} MiB, "
+              f"{[r['seconds'] for r in runs]} s", file=sys.stderr)
     return {"model": str(args.model), "weights_mib": weights_mib(Path(args.model)), "rows": rows}
 
 
