@@ -28,10 +28,10 @@ class Gate:
         try:
             record, verdict = check_record(self.state.bench, self.checkpoint, self.suite, name, self.state.sent,
                                            worker=os.environ.get("PYTEST_XDIST_WORKER", "main"),
-                                           items_limit=self.state.config.getoption("report_items"))
+                                           items_limit=self.state.run_options.report_items)
         except RecordedError as exc:
             self._send(exc.record)
-            if not exc.expected or self.state.config.getoption("tbstyle") == "long":
+            if not exc.expected or self.state.run_options.long_tracebacks:
                 raise exc.__cause__ from None
             record, verdict = exc.record, None
         if verdict is None:
@@ -44,7 +44,7 @@ class Gate:
             pytest.skip(verdict.reason)
         if verdict.outcome == "inconclusive":  # never a pass; --strict-ci made it a failure already
             message = f"{self.checkpoint.name} {self.suite}.{name}: {verdict.reason}"
-            if self.state.config.getoption("fail_inconclusive"):
+            if self.state.run_options.fail_inconclusive:
                 pytest.fail(message + "; --fail-inconclusive fails it", pytrace=False)
             pytest.skip(message)
         if verdict.outcome == "fail":
@@ -61,7 +61,7 @@ class Gate:
         from unlearnbench.report.baseline import baseline_checkpoint, regressions
         from unlearnbench.session import REFERENCE_ROLES
 
-        source = self.state.config.getoption("baseline")
+        source = str(state.run_options.baseline)
         run = state.bench.run(self.checkpoint, self.suite)
         base = baseline_checkpoint(state.baseline, self.checkpoint.name, source)
         base_metrics = base["suites"].get(self.suite, {}).get("metrics")
@@ -73,7 +73,7 @@ class Gate:
             if reference is not None:
                 references[role] = {k: m.to_dict() for k, m in reference.metrics.items()}
         rows = regressions({k: m.to_dict() for k, m in run.metrics.items()}, base_metrics, self.suite,
-                           state.regression_rules, references)
+                           state.run_options.regression_rules, references)
         if not rows:
             pytest.skip(f"no --fail-on-regression rule names a {self.suite} metric")
         bad = [r for r in rows if r["regressed"]]

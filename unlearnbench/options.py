@@ -1,8 +1,11 @@
-"""A run's settings as one frozen value: `BenchOptions`. Whoever builds one
+"""A run's settings as frozen values: `BenchOptions`, what an evaluation
+session needs, and `RunOptions`, what the pytest run adds (its reports, its
+baseline, how it shows undecided checks). Whoever builds a `BenchOptions`
 (the plugin, once per process, from its command line; `unlearnbench
-preflight`; the training callback; a notebook) gets the same validation,
-in `BenchOptions.__post_init__`, and the plugin's option strings are read in
-one place, `from_command_line`. Nothing here imports torch."""
+preflight`; the training callback; a notebook) gets the same validation, in
+`__post_init__`; the plugin's option strings are read in one place, the two
+`from_command_line`s, from `plugin._validate_inputs`. Nothing here imports
+torch."""
 
 from __future__ import annotations
 
@@ -134,6 +137,33 @@ class BenchOptions:
             zoo_extra=tuple(get("zoo_extra")),
             base_model=get("base_model"),
         )
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    report_dir: Path  # where run reports go: --report-dir, else <rootdir>/reports
+    report_items: int | None = None  # items' values and generations kept per metric (None: all)
+    baseline: Path | None = None  # a previous report to compare with
+    regression_rules: tuple = ()  # report.baseline.RegressionRule: --fail-on-regression
+    fail_inconclusive: bool = False
+    progress: bool = True  # progress lines on stderr
+    verbose: bool = False  # pytest -v: every check in the summary, not only the undecided and failed
+    long_tracebacks: bool = False  # pytest --tb=long: an error's traceback through our code, not one line
+
+    @classmethod
+    def from_command_line(cls, get: Callable[[str], object], rootpath: Path) -> RunOptions:
+        from unlearnbench.report.baseline import RegressionRule
+
+        rules = tuple(RegressionRule.parse(r) for r in get("fail_on_regression"))
+        if rules and not get("baseline"):
+            raise UnlearnbenchError("--fail-on-regression needs --baseline REPORT.json")
+        if get("baseline") and not rules:
+            raise UnlearnbenchError("--baseline needs at least one --fail-on-regression [SUITE.]METRIC:DELTA")
+        return cls(report_dir=Path(get("report_dir")) if get("report_dir") else Path(rootpath) / "reports",
+                   report_items=get("report_items"), baseline=Path(get("baseline")) if get("baseline") else None,
+                   regression_rules=rules, fail_inconclusive=bool(get("fail_inconclusive")),
+                   progress=not get("no_progress"), verbose=(get("verbose") or 0) > 0,
+                   long_tracebacks=get("tbstyle") == "long")
 
 
 def data_dirs_of(entries: list[str]) -> dict[str, str]:

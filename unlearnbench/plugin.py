@@ -231,18 +231,16 @@ def _validate_inputs(config: pytest.Config) -> None:
     from unlearnbench.backends import BACKENDS
     from unlearnbench.cache import read_secret
     from unlearnbench.errors import UnlearnbenchError
-    from unlearnbench.options import BenchOptions
-    from unlearnbench.report.baseline import RegressionRule
+    from unlearnbench.options import BenchOptions, RunOptions
     from unlearnbench.suites import SUITES
 
     try:
         if SUITES.problems or BACKENDS.problems:
             raise UnlearnbenchError([*SUITES.problems, *BACKENDS.problems][0])
         _check_rootdir(config)
-        for rule in config.getoption("fail_on_regression"):
-            RegressionRule.parse(rule)
+        run_options = RunOptions.from_command_line(config.getoption, config.rootpath)
         if config.getoption("report_dir"):
-            check_report_dir(Path(config.getoption("report_dir")), "--report-dir")
+            check_report_dir(run_options.report_dir, "--report-dir")
         cache_secret = read_secret(config.getoption("cache_key_file")) if config.getoption("cache_key_file") else None
         options = BenchOptions.from_command_line(config.getoption, cache_secret=cache_secret)
         workers = getattr(config.option, "numprocesses", None)
@@ -252,7 +250,7 @@ def _validate_inputs(config: pytest.Config) -> None:
     except UnlearnbenchError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = RunState(config)
-    state.options = options
+    state.options, state.run_options = options, run_options
     if state.is_worker and config.workerinput.get(INTERRUPT_FILE_KEY):
         from unlearnbench import cancel
 
@@ -370,7 +368,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if suite not in suites:
             suites[suite] = thresholds_file(Path(str(item.path)), suite)
         item.add_marker(pytest.mark.xdist_group(name=f"checkpoint:{spec.name}"))
-    if not config.getoption("baseline"):
+    if config.stash[STATE].run_options.baseline is None:
         # Regression tests exist only against a baseline: without one they
         # are deselected rather than shown as dozens of skips.
         dropped = [i for i in items if i.get_closest_marker(MARKER) and i.originalname == "test_no_regression"]

@@ -27,12 +27,6 @@ INTERRUPT_MESSAGE = ("interrupted: the running evaluation stops at its next step
                      "without a report)")
 
 
-def report_base(config: pytest.Config) -> Path:
-    """The folder run reports go under: --report-dir, else <rootdir>/reports."""
-    given = config.getoption("report_dir")
-    return Path(given) if given else Path(config.rootpath) / "reports"
-
-
 def check_report_dir(base: Path, what: str) -> None:
     """`base` is (or can be made) a folder this process can write in: found
     at the start, not after the evaluation."""
@@ -66,10 +60,11 @@ class RunState:
         self.cache_stats: dict[str, int] = {}
         self.started = time.time()
         self.baseline: dict | None = None
-        self.regression_rules: list = []
         self.interrupt_file: Path | None = None  # xdist controller: created by its Ctrl-C (pytest_configure_node)
         self.controller_handles_interrupts = False
-        self.options = None  # options.BenchOptions, read from the command line once (plugin._validate_inputs)
+        # options.BenchOptions and options.RunOptions, read from the command line once (plugin._validate_inputs)
+        self.options = None
+        self.run_options = None
 
     @property
     def is_worker(self) -> bool:
@@ -94,11 +89,11 @@ class RunState:
 
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             writer = getattr(reporter, "_tw", None)  # pytest's TerminalWriter: is its line (the dots) open?
-            progress.enable(not self.config.getoption("no_progress"),
+            progress.enable(self.run_options.progress,
                             line_width=lambda: getattr(writer, "width_of_current_line", 0))
             cancel.install_sigint_handler(INTERRUPT_MESSAGE)
             if not self.is_worker:
-                check_report_dir(report_base(self.config), "report folder")
+                check_report_dir(self.run_options.report_dir, "report folder")
             bench = Bench(self.options)
             bench.validate_checkpoints()
             bench.prepare_suites(suites, thresholds_files, build_zoo=not self.config.option.collectonly)
@@ -113,27 +108,20 @@ class RunState:
 
     def load_baseline(self) -> None:
         from unlearnbench.errors import UnlearnbenchError
-        from unlearnbench.report.baseline import RegressionRule
         from unlearnbench.report.schema import load_report
 
-        self.regression_rules = [RegressionRule.parse(r) for r in self.config.getoption("fail_on_regression")]
-        path = self.config.getoption("baseline")
-        if self.regression_rules and not path:
-            raise UnlearnbenchError("--fail-on-regression needs --baseline REPORT.json")
-        if path:
+        if self.run_options.baseline is not None:
             try:
-                self.baseline = load_report(Path(path))
+                self.baseline = load_report(self.run_options.baseline)
             except ValueError as exc:
                 raise UnlearnbenchError(f"--baseline {exc}") from None
-            if not self.regression_rules:
-                raise UnlearnbenchError("--baseline needs at least one --fail-on-regression [SUITE.]METRIC:DELTA")
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Under xdist the controller collects nothing, so it checks the
         checkpoints itself before starting workers (cheap: files and headers)."""
         if self.is_worker or getattr(self.config.option, "dist", "no") == "no":
             return
-        if not any(self.config.getoption(o) for o in ("model", "model_dir", "full_model", "retain_model")):
+        if not (self.options.models or self.options.full or self.options.retain):
             return
         from unlearnbench.errors import UnlearnbenchError
         from unlearnbench.session import Bench
@@ -274,7 +262,7 @@ class RunState:
         from unlearnbench.report.text import attention_lines, check_lines
 
         terminalreporter.section("unlearnbench")
-        for line in check_lines(self.report, everything=self.config.getoption("verbose") > 0):
+        for line in check_lines(self.report, everything=self.run_options.verbose):
             terminalreporter.write_line(line)
         for line in attention_lines(self.report):
             terminalreporter.write_line(line, yellow=True)
@@ -335,7 +323,7 @@ def new_report_for(config: pytest.Config, options) -> dict:
     from unlearnbench.report.schema import new_report
 
     run_id = datetime.now().strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-    base = report_base(config)
+    base = config.stash[STATE].run_options.report_dir
     return new_report({
         "id": run_id,
         "directory": str((base / run_id).resolve()),

@@ -55,11 +55,10 @@ def pytest_collection_finish(session) -> None:
         spec = checkpoint_spec_of(item)
         if spec is not None:
             tests.setdefault(spec.name, []).append(item.nodeid)
-    report_dir = session.config.getoption("report_dir")
     Path(target).write_text(json.dumps({
         "order": run_order([s.name for s in state.options.models], state.options.zoo_extra),
         "tests": tests,
-        "report_base": str(Path(report_dir).resolve() if report_dir else session.config.rootpath / "reports"),
+        "report_base": str(state.run_options.report_dir.resolve()),
     }))
 
 
