@@ -62,17 +62,26 @@ class Scorer:
         def attended(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
             return mask * ~torch.isin(ids, masked.to(ids.device)) if masked is not None else mask
 
-        def scores_of(batch: list[int], ids: torch.Tensor, starts: list[int],
-                      logits_at: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> list[TokenScores]:
+        def scores_of(batch: list[int], ids: torch.Tensor, starts: list[int], *, hidden: torch.Tensor | None = None,
+                      logits: torch.Tensor | None = None) -> list[TokenScores]:
             """The scores of `batch`'s rows of `ids`, row r predicting its
-            targets from position starts[r] - 1 on; `logits_at(rows, positions)`
-            gives the logits at those positions."""
+            targets from position starts[r] - 1 on, from the body's last
+            `hidden` states (the head applied in chunks) or the whole `logits`."""
             rows = torch.cat([torch.full((len(sequences[i]) - target_starts[i],), row, dtype=torch.long)
                               for row, i in enumerate(batch)]).to(ids.device)
             positions = torch.cat([torch.arange(start - 1, start - 1 + len(sequences[i]) - target_starts[i])
                                    for start, i in zip(starts, batch)]).to(ids.device)
-            reduced = _reduce_chunks(lambda a, b: logits_at(rows[a:b], positions[a:b]), ids[rows, positions + 1],
-                                     self.batcher.vocab_size, vocab_stats, self.finite_check if split else None)
+            if hidden is not None:
+                predicting = hidden[rows.to(hidden.device), positions.to(hidden.device)]
+                del hidden  # only the predicting positions' states stay while the head runs
+
+                def logits_of(a: int, b: int) -> torch.Tensor:
+                    return split[1](predicting[a:b])
+            else:
+                def logits_of(a: int, b: int) -> torch.Tensor:
+                    return logits[rows[a:b], positions[a:b]]
+            reduced = _reduce_chunks(logits_of, ids[rows, positions + 1], self.batcher.vocab_size, vocab_stats,
+                                     self.finite_check if split else None)
             out, offset = [], 0
             for i in batch:
                 end = offset + len(sequences[i]) - target_starts[i]
@@ -84,29 +93,23 @@ class Scorer:
                 offset = end
             return out
 
-        def head_over(hidden: torch.Tensor) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-            return lambda rows, positions: split[1](hidden[rows.to(hidden.device), positions.to(hidden.device)])
-
         def run(batch: list[int]) -> list[TokenScores]:
             ids, mask = (t.to(self.batcher.device) for t in pad([sequences[i] for i in batch], self.pad_id))
             mask = attended(ids, mask)
+            starts = [target_starts[i] for i in batch]
             if split:
-                logits_at = head_over(split[0](input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state)
-            else:
-                logits = self.model(input_ids=ids, attention_mask=mask).logits
-
-                def logits_at(rows: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-                    return logits[rows, positions]
-            return scores_of(batch, ids, [target_starts[i] for i in batch], logits_at)
+                return scores_of(batch, ids, starts,
+                                 hidden=split[0](input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state)
+            return scores_of(batch, ids, starts, logits=self.model(input_ids=ids, attention_mask=mask).logits)
 
         def run_shared(batch: list[int]) -> list[TokenScores]:
             heads = {c: k for k, c in enumerate(dict.fromkeys(prefix_of[i] for i in batch))}
             group = torch.tensor([heads[prefix_of[i]] for i in batch], dtype=torch.long)
             # Each row from its context's last token on: that token predicts the first target.
             tails = [list(sequences[i][target_starts[i] - 1:]) for i in batch]
-            hidden = self._shared_prefix_hidden(split[0], [list(h) for h in heads], group, tails, attended)
             return scores_of(batch, pad(tails, self.pad_id)[0].to(self.batcher.device), [1] * len(batch),
-                             head_over(hidden))
+                             hidden=self._shared_prefix_hidden(split[0], [list(h) for h in heads], group, tails,
+                                                               attended))
 
         # A context (all but its last token: that one predicts the first
         # target) shared by several sequences is run once for them.
