@@ -19,7 +19,8 @@ through benchmarks/floor.py's recorder, so that the run's tokens are counted:
 
 - measured: the process's peak RSS (on CUDA also torch's peak allocation
   while the suite evaluates the checkpoint), the suite's seconds for the
-  checkpoint (the report's `evaluate_s`), the sequences scored and the
+  checkpoint (the report's `evaluate_s`, of a second nudged copy: a first
+  one, evaluated before it, pays the references' work, as in a sweep), the sequences scored and the
   prompts generated from, the tokens scored, prefilled and generated;
 - extrapolated to the shape's full depth: seconds on this device, by the
   per-layer cost measured here (one forward of a fixed batch at the built
@@ -166,20 +167,25 @@ def gpu_seconds(counts: dict, shape: dict, dtype: str, gpu: dict) -> float | Non
     return compute + reading
 
 
-def run_suite(suite: str, model: Path, args, work: Path, tag: str, full: Path, retain: Path) -> dict:
+def run_suite(suite: str, model: Path, args, work: Path, tag: str, full: Path, retain: Path, *,
+              first: bool) -> dict:
     """`suite` on a nudged copy of `model` (its own fingerprint: the full model's results, were it the same
-    model, would otherwise be the checkpoint's), in a fresh process with a fresh result cache."""
+    model, would otherwise be the checkpoint's), in a fresh process with a fresh result cache. `first`:
+    another nudged copy is evaluated before it in the same process and pays the references' work and the
+    process's one-time costs, so that the copy's seconds are what one more checkpoint of a sweep costs
+    (as benchmarks/floor.py times it); else its seconds include them."""
     from unlearnbench.fixtures.perturb import nudged_copy
 
-    candidate = work / "candidate"
-    if not candidate.is_dir():
-        nudged_copy(model, candidate)
-    model = candidate
+    copies = {floor.FIRST: work / "first", floor.CANDIDATE: work / "candidate"} if first else \
+        {floor.CANDIDATE: work / "candidate"}
+    for name, folder in copies.items():
+        if not folder.is_dir():
+            nudged_copy(model, folder, nudge=2e-7 if name == floor.FIRST else 1e-7)
     options = argparse.Namespace(device=args.device, full_model=full, retain_model=retain, data_dir=args.data_dir)
     extra = [f"--dtype={args.dtype}"]
     if args.max_items and suite in LIMITED:
         extra.append(f"--suite-option={suite}.max_items={args.max_items}")
-    result = floor.pytest_run([suite], {floor.CANDIDATE: model}, options, work / tag, record=True, extra=tuple(extra),
+    result = floor.pytest_run([suite], copies, options, work / tag, record=True, extra=tuple(extra),
                               folder_name=suite)
     timings = result["report"]["checkpoints"][floor.CANDIDATE]["suites"].get(suite, {}).get("timings") or {}
     cuda_peak = result["requests"].get("_cuda_peak_bytes", {}).get(suite)
@@ -201,7 +207,7 @@ def measure_shape(name: str, args, work: Path) -> dict:
     added_mib = (shape["num_hidden_layers"] - layers) * layer_params * 4 / 2**20
     rows = []
     for suite in args.suites:
-        row = run_suite(suite, folder, args, work / name, "runs", folder, folder)
+        row = run_suite(suite, folder, args, work / name, "runs", folder, folder, first=True)
         row["full_depth_s"] = row["seconds"] * factor if row["seconds"] is not None else None
         row["full_depth_peak_mib"] = row["peak_rss_mib"] + added_mib
         for dtype in ("bfloat16", "float32"):
@@ -214,11 +220,13 @@ def measure_shape(name: str, args, work: Path) -> dict:
 
 
 def measure_model(args, work: Path) -> dict:
-    """A real checkpoint: each suite `--runs` times, each run in a fresh process with a fresh cache."""
+    """A real checkpoint: each suite `--runs` times, each run in a fresh process with a fresh cache (its seconds
+    include the references' work: what one gate of one checkpoint costs)."""
     full, retain = args.full_model or args.model, args.retain_model or args.model
     rows = []
     for suite in args.suites:
-        runs = [run_suite(suite, args.model, args, work / f"run{k}", f"run{k}", full, retain) for k in range(args.runs)]
+        runs = [run_suite(suite, args.model, args, work / f"run{k}", f"run{k}", full, retain, first=False)
+                for k in range(args.runs)]
         rows.append({"suite": suite, "runs": runs, "peak_rss_mib": [r["peak_rss_mib"] for r in runs],
                      "seconds": [r["seconds"] for r in runs],
                      **{k: runs[0][k] for k in ("sequences", "scored_tokens", "prefill_tokens", "generated_tokens")}})
