@@ -5,10 +5,14 @@ one run each; and the same items through our lm-eval adapter. Prints the
 wall times, their ratio and whether the accuracies and picks agree.
 
 The items are the zoo's WMDP-format set (forget facts, each asked three
-times with its own distractors, and the MMLU side's facts) in the letter
-format, written to a JSON-lines file both sides read.
+times with its own distractors, and the MMLU side's facts), written to a
+JSON-lines file both sides read, in the letter format (one-token answers:
+one forward per question on both sides) or the cloze format (each option's
+text scored after the question: the suite runs a question's context once
+for its four options, lm-eval runs each option's sequence whole). The
+suite is also timed with its contexts run separately, in the same run.
 
-    python benchmarks/wmdp_bench.py [--items N] [--batch-size 16]
+    python benchmarks/wmdp_bench.py [--items N] [--batch-size 16] [--format letters|cloze]
 """
 
 from __future__ import annotations
@@ -34,9 +38,13 @@ doc_to_choice: ["A", "B", "C", "D"]
 doc_to_target: answer
 metric_list: [{{metric: acc}}]
 """
+CLOZE_TASK = TASK.replace("multiple choice questions", "questions").replace(
+    'doc_to_text: "{{{{question.strip()}}}}\\nA. {{{{choices[0]}}}}\\nB. {{{{choices[1]}}}}\\nC. {{{{choices[2]}}}}\\nD. '
+    '{{{{choices[3]}}}}\\nAnswer:"', 'doc_to_text: "Question: {{{{question.strip()}}}}\\nAnswer:"').replace(
+    'doc_to_choice: ["A", "B", "C", "D"]', 'doc_to_choice: "{{{{choices}}}}"')
 
 
-def compare(items: int, batch_size: int) -> dict:
+def compare(items: int, batch_size: int, form: str = "letters") -> dict:
     """Seconds, accuracies and agreement of the wmdp suite, lm-eval through our
     adapter and lm-eval's HF backend on the first `items` items (model loads not timed)."""
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -59,13 +67,17 @@ def compare(items: int, batch_size: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         (tmp / "wmdp-bio.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        (tmp / "task.yaml").write_text(TASK.format(file=tmp / "wmdp-bio.jsonl"))
-        data = wmdp_data.load(tmp)
+        (tmp / "task.yaml").write_text((TASK if form == "letters" else CLOZE_TASK).format(file=tmp / "wmdp-bio.jsonl"))
+        data = wmdp_data.load(tmp, {"format": form})
 
         model = ModelHandle.load(str(model_dir), device="cpu", dtype="float32")
-        started = time.perf_counter()
+        started = time.perf_counter()  # first: a warm-up's cost falls on the shared contexts' time
         ours = wmdp.evaluate(model, data)["wmdp_bio"]
         ours_s = time.perf_counter() - started
+        model.scorer.share_prefixes = False
+        started = time.perf_counter()
+        wmdp.evaluate(model, data)
+        separate_s = time.perf_counter() - started
 
         manager = TaskManager(include_path=str(tmp), include_defaults=False)
         started = time.perf_counter()
@@ -82,7 +94,8 @@ def compare(items: int, batch_size: int) -> dict:
     their_samples = sorted(theirs["samples"]["bench_wmdp_bio"], key=lambda s: s["doc_id"])
     their_lls = np.array([[r[0][0] for r in s["resps"]] for s in their_samples])
     our_lls = np.array([ours.details["items"][f"wmdp-bio-{i}"]["loglikelihoods"] for i in range(len(rows))])
-    return {"items": len(rows), "threads": torch.get_num_threads(), "ours_s": ours_s, "adapter_s": adapter_s,
+    return {"items": len(rows), "format": form, "threads": torch.get_num_threads(), "ours_s": ours_s,
+            "ours_separate_s": separate_s, "adapter_s": adapter_s,
             "theirs_s": theirs_s, "acc_ours": ours.value,
             "acc_adapter": adapter["results"]["bench_wmdp_bio"]["acc,none"],
             "acc_theirs": theirs["results"]["bench_wmdp_bio"]["acc,none"],
@@ -94,10 +107,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=16, help="lm-eval HF backend's batch size")
+    parser.add_argument("--format", default="letters", choices=("letters", "cloze"))
     args = parser.parse_args()
-    out = compare(args.items, args.batch_size)
-    print(f"SmolLM2-135M-Instruct (float32, CPU, {out['threads']} threads); {out['items']} items, letters, zero-shot")
-    print(f"  wmdp suite (one forward per question):   {out['ours_s']:7.2f} s  acc {out['acc_ours']:.4f}")
+    out = compare(args.items, args.batch_size, args.format)
+    print(f"SmolLM2-135M-Instruct (float32, CPU, {out['threads']} threads); {out['items']} items, {args.format}, "
+          f"zero-shot")
+    print(f"  wmdp suite:                               {out['ours_s']:7.2f} s  acc {out['acc_ours']:.4f}")
+    print(f"  wmdp suite, contexts run separately:      {out['ours_separate_s']:7.2f} s")
     print(f"  lm-eval through our adapter:              {out['adapter_s']:7.2f} s  acc {out['acc_adapter']:.4f}")
     print(f"  lm-eval HF backend (batch {args.batch_size}):           {out['theirs_s']:7.2f} s  acc "
           f"{out['acc_theirs']:.4f}")
