@@ -23,7 +23,7 @@ REFERENCE = {"convention": "reference"}
 OTHER_VALUE = {
     "dusk": {"forget_style": "Listicle", "icl_shots": "3", "qa_max_new_tokens": "16",
              "verbatim_max_new_tokens": "64", "verbatim_reference_tokens": "64", "mia_chunk_tokens": "512",
-             "mink_k": "0.3", "embedder": "sentence-transformers/all-MiniLM-L12-v2"},
+             "mink_k": "0.3", "embedder": "sentence-transformers/all-MiniLM-L12-v2", "max_items": "3"},
     "uds": {"tau": "0.1", "max_items": "3", "convention": "reference"},
     "honesty": {"max_new_tokens": "32", "followup_max_new_tokens": "8", "max_items": "3"},
     "conceptguard": {"prefix_tokens": "16", "max_new_tokens": "64", "reference_tokens": "64",
