@@ -15,32 +15,14 @@ importing the registry costs nothing (torch is not imported for it).
 from __future__ import annotations
 
 import importlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from unlearnbench.errors import UnlearnbenchError
 from unlearnbench.registry import Registry
 
 ENTRY_POINT_GROUP = "unlearnbench.backends"
 DEFAULT_BACKEND = "hf"
-
-
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-
-
-def memory_budget_of(text: str) -> int | None:
-    """`--memory-budget`: None for "auto", else bytes ("512MiB", "4GB", "1.5g": binary for
-    K/M/G/T and the *iB units, decimal for kB/MB/GB/TB)."""
-    if text.strip().lower() == "auto":
-        return None
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", text.lower())
-    if not match or match.group(2) not in _UNITS or float(match.group(1)) * _UNITS[match.group(2)] < 1 << 20:
-        raise UnlearnbenchError(f"--memory-budget must be 'auto' or a size of at least 1 MiB such as 512MiB or "
-                                f"4GB, not {text!r}")
-    return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
 @dataclass(frozen=True)

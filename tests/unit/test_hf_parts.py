@@ -94,14 +94,14 @@ def test_a_memory_budget_sizes_batches_on_cpu_and_cuda_alike(monkeypatch):
 @pytest.mark.parametrize("text, size", [("auto", None), ("512MiB", 512 << 20), ("4GB", 4 * 10**9),
                                         ("1.5g", int(1.5 * (1 << 30))), ("2 GiB", 2 << 30)])
 def test_memory_budget_sizes_are_read_with_their_units(text, size):
-    from unlearnbench.backends import memory_budget_of
+    from unlearnbench.options import memory_budget_of
 
     assert memory_budget_of(text) == size
 
 
 @pytest.mark.parametrize("text", ["1024", "lots", "-1GB", "2 parsecs"])
 def test_a_memory_budget_that_is_no_size_is_one_message(text):
-    from unlearnbench.backends import memory_budget_of
+    from unlearnbench.options import memory_budget_of
     from unlearnbench.errors import UnlearnbenchError
 
     with pytest.raises(UnlearnbenchError, match=r"--memory-budget must be 'auto' or a size of at least 1 MiB"):
