@@ -34,6 +34,7 @@ import yaml
 from unlearnbench.errors import UnlearnbenchError
 from unlearnbench.metrics import mia
 from unlearnbench.metrics.core import bootstrap_indices, percentile_ci
+from unlearnbench.suites import SUITES, registered_probes
 
 # The zoo's labels: full (two seeds) and the recipes that keep the forget
 # knowledge (npo under-forgets, idknll only hides it, shallow hides it above
@@ -43,7 +44,6 @@ ZOO_EXTRA = ("full-seed1", "retain-seed1", "retain-seed2")
 ZOO_LABELS = {"knows": ["full", "full-seed1", "npo", "idknll", "shallow"],
               "never_saw": ["retain", "retain-seed1", "retain-seed2"], "retain": "retain"}
 MIN_PER_LABEL = 2  # checkpoints per label for a bootstrap CI that is not degenerate
-PROBES = {"ufk": False, "leak": False, "uds": True}  # probe -> its higher_is_better
 CONVENTION = ("every metric oriented higher = more forget knowledge (negated where higher is better; UDS as "
               "1 - UDS in R and Q); R = min(Δ_retain / Δ_unlearned, 1), Δ = m_before - m_after_relearn; "
               "Q = min(m_after_quant4 / m_before, 1); robustness = HM(R, Q); R and Q are means over the "
@@ -107,7 +107,7 @@ def robustness(metrics: dict[str, dict], probe: str, labels: Labels) -> dict | N
         value = metrics.get(checkpoint, {}).get(f"{probe}_{name}", {}).get("value")
         if value is None:
             return None
-        return 1 - value if PROBES[probe] else value
+        return value if registered_probes()[probe][1].more_is_knowledge else 1 - value
 
     if m(labels.retain, "before") is None:
         return None
@@ -139,8 +139,6 @@ def robustness(metrics: dict[str, dict], probe: str, labels: Labels) -> dict | N
 
 
 def meta_evaluate(report: dict, labels: Labels) -> dict:
-    from unlearnbench.suites import SUITES
-
     names = set(report["checkpoints"])
     missing = [c for c in (*labels.knows, *labels.never_saw) if c not in names]
     if len(missing) == len(labels.knows) + len(labels.never_saw):
@@ -163,7 +161,7 @@ def meta_evaluate(report: dict, labels: Labels) -> dict:
         faith = faithfulness(values, labels)
         if faith is not None:
             rows.append({"suite": suite, "metric": name, "faithfulness": faith, "robustness": None})
-    for probe in PROBES:
+    for probe in registered_probes():
         rob = robustness(robustness_metrics, probe, labels)
         before = {c: v for c, m in robustness_metrics.items() if (v := oriented(m.get(f"{probe}_before", {})))
                   is not None}

@@ -30,7 +30,8 @@ from unlearnbench.metrics.core import (
 from unlearnbench.models.checkpoint import CheckpointSpec, judge_source
 from unlearnbench.openai_api import EndpointError
 from unlearnbench.options import BenchOptions
-from unlearnbench.suites import SUITES, resolve, sweep_checkpoints, zoo_checkpoints
+from unlearnbench.contracts import ClusteredData, OptionalData, SuiteData
+from unlearnbench.suites import SUITES, sweep_checkpoints, zoo_checkpoints
 from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds, power_line
 
 REFERENCE_ROLES = ("full", "retain")
@@ -142,7 +143,7 @@ class Bench:
         that suite's checks in one line; an error stops the run."""
         for suite in suites:
             if SUITES[suite].preflight:
-                for name, problem in resolve(SUITES[suite].preflight)(self, suite).items():
+                for name, problem in SUITES[suite].preflight(self, suite).items():
                     self._refused[(name, suite)] = CheckpointError(name, problem)
 
     # ------------------------------------------------------------------ models
@@ -226,8 +227,9 @@ class Bench:
         return None if spec is None else self.handle(spec)
 
     # -------------------------------------------------------------------- data
-    def data(self, suite: str):
+    def data(self, suite: str) -> SuiteData:
         if suite not in self._data:
+            SUITES[suite].check_functions()  # a wrong hook is one message now, not after the models load
             source = self.options.data_dirs.get(suite) or self.options.data_dirs.get("*")
             if source is None and not self.options.models and SUITES[suite].default_data == "zoo":
                 from unlearnbench.fixtures import zoo
@@ -261,7 +263,7 @@ class Bench:
         third-party loader that does not report its parameters). The one place
         every cache key of a suite, results and reference work, takes them from."""
         data = self.data(suite)
-        return {"files": data.fingerprint, "params": getattr(data, "params", None),
+        return {"files": data.fingerprint, "params": data.params or None,  # None: keys from before smoke had params
                 "options": self.options.suite_options.get(suite, {})}
 
     def memo(self, suite: str) -> SuiteMemo:
@@ -296,7 +298,7 @@ class Bench:
         loads none of the checkpoints it finished."""
         computed = []
         data = self.data(suite)
-        if getattr(data, "unavailable", None):  # the suite cannot run here at all (a missing extra): no model loads
+        if isinstance(data, OptionalData) and data.unavailable:  # a missing extra: no model loads
             return SuiteRun(metrics={n: Unavailable(n, data.unavailable) for n in self.metric_names(suite)},
                             data=run_data(data), seconds=0.0)
 
@@ -310,7 +312,7 @@ class Bench:
 
         stored = self.cache.get_or_compute(self._run_parts(spec, suite), compute)
         run = computed[0] if computed else dataclasses.replace(_from_plain(stored), cached=True)
-        attach_clusters(run.metrics, getattr(data, "clusters", None) or {})
+        attach_clusters(run.metrics, data.clusters if isinstance(data, ClusteredData) else {})
         restate_intervals(run.metrics, SUITES[suite].kind_of, SUITES[suite].scale_of)
         return run
 
@@ -546,10 +548,10 @@ def restate_intervals(metrics: dict, kinds, scales: dict) -> None:
             result.ci, result.interval = interval, estimate.method
 
 
-def run_data(data) -> dict:
+def run_data(data: SuiteData) -> dict:
     """What the report records of a suite's data: its fingerprint and source,
     and the reference code a `convention=reference` run reproduces."""
-    params = getattr(data, "params", None) or {}
+    params = data.params
     code = {"reference_code": params["reference_code"]} if params.get("reference_code") else {}
     return {"fingerprint": data.fingerprint, "source": data.source, **code}
 

@@ -37,7 +37,7 @@ def test_a_report_dir_that_cannot_be_written_stops_the_run_before_any_work(tmp_p
 
 
 def _default_params(suite: str) -> dict:
-    module = importlib.import_module(SUITES[suite].loader.partition(":")[0])
+    module = importlib.import_module(SUITES[suite].loader.name.partition(":")[0])
     return getattr(module, "DEFAULT_PARAMS", {})
 
 

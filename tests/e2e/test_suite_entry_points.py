@@ -36,13 +36,14 @@ class Texts:
     texts: dict
     fingerprint: str
     source: str
+    params: dict
 
 
 def load(source, options):
     from unlearnbench.suites.smoke.data import load as smoke_texts
 
     data = smoke_texts(source)
-    return Texts(texts=data.texts, fingerprint=data.fingerprint, source=data.source)
+    return Texts(texts=data.texts, fingerprint=data.fingerprint, source=data.source, params={})
 
 
 def evaluate(handle, data, refs=None):

@@ -199,7 +199,7 @@ def test_suite_specs_match_the_code_they_describe():
     """The specs stay import-cheap (no data or metric module loads to read
     them), so where a spec names what a module defines, a test keeps them equal."""
     from unlearnbench import attacks
-    from unlearnbench.suites import FAMILY, SUITES
+    from unlearnbench.suites import FAMILY, SUITES, registered_probes
     from unlearnbench.suites.dusk import data as dusk
     from unlearnbench.suites.honesty import data as honesty
     from unlearnbench.suites.muse import data as muse_data
@@ -213,7 +213,7 @@ def test_suite_specs_match_the_code_they_describe():
                           ("robustness", robustness_data.DEFAULT_PARAMS), ("tofu", tofu_data.DEFAULT_PARAMS),
                           ("muse", muse_data.DEFAULT_PARAMS)):
         assert SUITES[suite].options == tuple(params), suite
-    assert PROBES == robustness_data.PROBES and ATTACKS == tuple(attacks.ATTACKS)
+    assert PROBES == tuple(registered_probes()) and ATTACKS == tuple(attacks.ATTACKS)
 
 def test_the_shipped_recipes_are_the_current_ones(tmp_path):
     # A changed recipe, corpus or ZOO_CODE_VERSION changes the hash: the shipped

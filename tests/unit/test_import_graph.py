@@ -91,8 +91,23 @@ def test_every_suite_is_a_complete_folder_registered_like_a_third_party_one():
     assert SUITES.problems == [] and set(SUITES) >= set(suite_names())
     for name in suite_names():
         spec = SUITES[name]
-        hooks = [spec.loader, spec.evaluator, *(h for h in (spec.preflight, spec.plots) if h)]
+        hooks = [function.name for function in spec.functions()]
         assert all(h.startswith(f"unlearnbench.suites.{name}.") for h in hooks), (name, hooks)
+        spec.check_functions()  # each imports and takes the arguments its contract passes
+
+
+def test_a_suite_that_reads_another_suites_data_declares_it():
+    """`SuiteSpec.reads` names every suite whose data a suite's code loads
+    through the registry (SUITES["name"]), and no other."""
+    import re
+
+    from unlearnbench.suites import SUITES
+
+    for name in suite_names():
+        code = "".join(p.read_text() for p in (SUITES_DIR / name).rglob("*.py"))
+        read = set(re.findall(r'SUITES\["(\w+)"\]', code))
+        assert read == set(SUITES[name].reads), (name, read, SUITES[name].reads)
+    assert SUITES["honesty"].reads == ("dusk", "uds")
 
 
 def test_only_the_core_resamples():

@@ -146,12 +146,12 @@ def suite_plots(report: dict, extra: dict[str, list[str]] | None = None) -> dict
     """Each suite's figures: its spec's `plots` hook (a suite this installation
     does not know has none), then the `extra` ones a conftest.py adds
     (hookspec.py); in the matrix's suite order."""
-    from unlearnbench.suites import SUITES, resolve
+    from unlearnbench.suites import SUITES
 
     plots = {}
     for suite, view in suite_views(report).items():
         hook = SUITES[suite].plots if suite in SUITES else None
-        figures = [*(resolve(hook)(view) if hook else []), *(extra or {}).get(suite, [])]
+        figures = [*(hook(view) if hook else []), *(extra or {}).get(suite, [])]
         if figures:
             plots[suite] = figures
     return plots

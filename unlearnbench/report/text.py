@@ -182,10 +182,10 @@ def evidence_line(report: dict) -> str:
 def suite_notes(report: dict) -> list[str]:
     """What each suite's `notes` hook says of the run (a suite this installation does not know says nothing)."""
     from unlearnbench.report.view import suite_views
-    from unlearnbench.suites import SUITES, resolve
+    from unlearnbench.suites import SUITES
 
     return [line for suite, view in suite_views(report).items()
-            if suite in SUITES and SUITES[suite].notes for line in resolve(SUITES[suite].notes)(view)]
+            if suite in SUITES and SUITES[suite].notes for line in SUITES[suite].notes(view)]
 
 
 def verdict_lines(report: dict) -> list[str]:

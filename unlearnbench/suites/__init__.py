@@ -9,9 +9,10 @@ unlearnbench names a suite. Its gate is `thresholds/<name>.yaml` and its test
 module `suites/<name>/test_<name>.py` (`pytestmark =
 pytest.mark.unlearnbench("<name>")`), in the user's project as in ours.
 
-Loaders, evaluators and hooks are named as "module:function" strings and
+Loaders, evaluators and hooks may be named as "module:function" strings,
 imported on first use, so reading the registry costs one small module per
-suite.
+suite; each is checked against its contract (unlearnbench.contracts) when
+it resolves.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from unlearnbench.contracts import (Evaluator, FunctionRef, Loader, NameCheck, OpenLoader, Preflight, Probe,
+                                    ReportHook, SuiteData, ZooWriter)
+from unlearnbench.errors import UnlearnbenchError
 from unlearnbench.registry import Registry
 from unlearnbench.rule import METRIC_KINDS
 
@@ -62,10 +66,15 @@ class Metric:
 
 @dataclass(frozen=True)
 class SuiteSpec:
+    """A suite: its metrics, its functions and its defaults. Each function is
+    a function or a "module:function" reference (imported on first use),
+    held as a `FunctionRef` checked against its contract in
+    `unlearnbench.contracts` when it resolves."""
+
     name: str
     metrics: tuple[Metric | str, ...]  # every metric the evaluator returns (a bare name: unbounded, not utility)
-    loader: str  # (source: str | None, options: dict) -> dataset with .fingerprint and .source
-    evaluator: str  # (model, dataset, refs: metrics.core.References) -> dict[str, MetricResult | Unavailable]
+    loader: FunctionRef | str | Callable  # contracts.Loader (contracts.OpenLoader with open_metrics)
+    evaluator: FunctionRef | str | Callable  # contracts.Evaluator
     version: int  # metric-code version: bump to invalidate cached results
     # What `pytest suites/<name>` evaluates when no --model is given: fixture
     # zoo recipes, and the zoo recipes that serve as reference models then.
@@ -76,33 +85,34 @@ class SuiteSpec:
     # Command-line shortcuts for some of them: (flag, option key, metavar, help); `--judge X` is
     # `--suite-option conceptguard.judge=X`.
     flags: tuple[tuple[str, str, str, str], ...] = ()
-    # (run: session.Preflight, suite) -> {checkpoint name: why this suite cannot run on it}: cheap checks
-    # after the data loaded and before any weights load; raising UnlearnbenchError stops the run.
-    preflight: str | None = None
-    # (view: report.view.SuiteView) -> list of SVG figures for the suite's section of the HTML report.
-    plots: str | None = None
-    # (view: report.view.SuiteView) -> lines the console prints after the verdicts and report.md keeps:
-    # what a suite's checks alone do not say (the elicitation suite's worst way of asking per checkpoint).
-    notes: str | None = None
-    # (probe, "module:function"): (model, data, refs) -> one MetricResult of forget knowledge, cheap enough
-    # to repeat on each attacked copy of a model (the robustness suite asks for them by name).
-    probes: tuple[tuple[str, str], ...] = ()
-    # (directory, fixtures.corpus.Corpus) -> None: writes the suite's data for the fixture zoo's corpus
-    # in the suite's own format (the zoo's data folder has one subfolder per suite).
-    zoo_data: str | None = None
+    # contracts.Preflight: cheap checks of each checkpoint after the data loaded, before any weights load.
+    preflight: FunctionRef | str | Callable | None = None
+    # contracts.ReportHook: the SVG figures of the suite's section of the HTML report.
+    plots: FunctionRef | str | Callable | None = None
+    # contracts.ReportHook: lines the console prints after the verdicts and report.md keeps: what a
+    # suite's checks alone do not say (the elicitation suite's worst way of asking per checkpoint).
+    notes: FunctionRef | str | Callable | None = None
+    # The forget-knowledge probes this suite owns, which the robustness suite repeats on attacked copies.
+    probes: tuple[Probe, ...] = ()
+    # contracts.ZooWriter: the suite's data for the fixture zoo's corpus, in the suite's own format (the
+    # zoo's data folder has one subfolder per suite).
+    zoo_data: FunctionRef | str | Callable | None = None
     # (metric, metric whose per-item values explain it): the report's drill-down shows the latter's items.
     per_item_source: tuple[tuple[str, str], ...] = ()
     # (axis, metric): the one value per axis a leaderboard shows for the suite (forget quality and model
     # utility, as OpenUnlearning's leaderboard reads TOFU); an axis without one falls back to its first
     # check's metric (report/leaderboard.py).
     headline: tuple[tuple[str, str], ...] = ()
-    # A suite whose metrics its gate names (the utility suite: any lm-eval task's metric): "module:function",
-    # (metric name) -> what is wrong with it, or None. Its loader then receives the gate's metric names as a
-    # third argument, and `metrics` stays empty.
-    open_metrics: str | None = None
-    # With `open_metrics`: "module:function", (metric name) -> its kind (rule.METRIC_KINDS), which picks the
-    # interval its checks are decided by, as `Metric.kind` does for a declared metric.
-    open_kind: str | None = None
+    # A suite whose metrics its gate names (the utility suite: any lm-eval task's metric):
+    # contracts.NameCheck, what is wrong with a metric name or None. Its loader is then a
+    # contracts.OpenLoader (it receives the gate's metric names), and `metrics` stays empty.
+    open_metrics: FunctionRef | str | Callable | None = None
+    # With `open_metrics`: contracts.NameCheck, a metric name -> its kind (rule.METRIC_KINDS), which picks
+    # the interval its checks are decided by, as `Metric.kind` does for a declared metric.
+    open_kind: FunctionRef | str | Callable | None = None
+    # Suites whose data this suite's loader reads (through `SUITES[name].load_data`): the honesty suite
+    # asks DUSK's and UDS's forget questions, the robustness suite runs its probes on their owners' data.
+    reads: tuple[str, ...] = ()
     # The module whose folder holds the suite's defaults, as files: the gate
     # `thresholds/<name>.yaml` and the thin test file `suites/<name>/test_<name>.py`,
     # in the folder's `defaults/` (a wheel's package data) or beside it (a
@@ -110,8 +120,32 @@ class SuiteSpec:
     # and what `unlearnbench init` writes. A third-party suite names its own.
     defaults: str = "unlearnbench"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "metrics", tuple(m if isinstance(m, Metric) else Metric(m) for m in self.metrics))
+        contracts = {"loader": OpenLoader if self.open_metrics else Loader, "evaluator": Evaluator,
+                     "preflight": Preflight, "plots": ReportHook, "notes": ReportHook, "zoo_data": ZooWriter,
+                     "open_metrics": NameCheck, "open_kind": NameCheck}
+        for field_name, contract in contracts.items():
+            target = getattr(self, field_name)
+            if target is not None and not isinstance(target, FunctionRef):
+                object.__setattr__(self, field_name, FunctionRef(target, contract, f"suite {self.name}: {field_name}"))
+        for probe in self.probes:
+            if not isinstance(probe, Probe):
+                raise UnlearnbenchError(f"suite {self.name}: probes must be unlearnbench.api.Probe objects, "
+                                        f"got {probe!r}")
+
+    def functions(self) -> list[FunctionRef]:
+        """Every function the spec names: `check_functions` resolves them all."""
+        hooks = (self.loader, self.evaluator, self.preflight, self.plots, self.notes, self.zoo_data,
+                 self.open_metrics, self.open_kind)
+        return [h for h in hooks if isinstance(h, FunctionRef)] + [p.function for p in self.probes]  # type: ignore[misc]
+
+    def check_functions(self) -> None:
+        """Import every function the spec names and check its signature: a
+        wrong reference is one message naming the suite and the hook, before
+        any model loads."""
+        for function in self.functions():
+            function.resolve()
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -124,7 +158,7 @@ class SuiteSpec:
     @property
     def kind_of(self) -> dict[str, str] | Callable[[str], str]:
         """{metric: kind}, or (an open suite) the kind of a metric's name."""
-        return resolve(self.open_kind) if self.open_kind else {m.name: m.kind for m in self.metrics}
+        return self.open_kind.resolve() if self.open_kind else {m.name: m.kind for m in self.metrics}
 
     @property
     def measured_against(self) -> dict[str, str]:
@@ -137,20 +171,24 @@ class SuiteSpec:
     @property
     def known_metrics(self) -> tuple[str, ...] | Callable[[str], str | None]:
         """What a gate of this suite may name: its metrics, or (an open suite) a check of a name."""
-        return resolve(self.open_metrics) if self.open_metrics else self.metric_names
+        return self.open_metrics.resolve() if self.open_metrics else self.metric_names
 
-    def load_data(self, source, options: dict, gated: tuple[str, ...] = ()) -> object:
+    def load_data(self, source, options: dict, gated: tuple[str, ...] = ()) -> SuiteData:
         """The suite's data; an open suite's loader also gets the metrics its gate names."""
-        if self.open_metrics:
-            return resolve(self.loader)(source, options, gated)
-        return resolve(self.loader)(source, options)
+        data = self.loader(source, options, gated) if self.open_metrics else self.loader(source, options)
+        if not isinstance(data, SuiteData):
+            missing = [f for f in ("fingerprint", "source", "params") if not hasattr(data, f)]
+            raise UnlearnbenchError(f"suite {self.name}: its loader ({self.loader.name}) returned a "
+                                    f"{type(data).__name__} without {', '.join(missing)} "
+                                    "(unlearnbench.api.SuiteData)")
+        return data
 
     @property
     def evaluate(self) -> Callable:
-        return resolve(self.evaluator)
+        return self.evaluator.resolve()
 
-    def probe(self, name: str) -> Callable:
-        return resolve(dict(self.probes)[name])
+    def probe(self, name: str) -> Probe:
+        return next(p for p in self.probes if p.name == name)
 
 
 def on_zoo_family(**spec) -> SuiteSpec:
@@ -205,16 +243,15 @@ def default_file(suite: str, relative: str) -> Path | None:
     return None
 
 
+def registered_probes() -> dict[str, tuple[str, Probe]]:
+    """Every probe the registered suites declare: {probe: (its owner suite, the probe)}."""
+    return {probe.name: (suite, probe) for suite, spec in SUITES.items() for probe in spec.probes}
+
+
 def zoo_checkpoints(names) -> list:
     from unlearnbench.models.checkpoint import CheckpointSpec
 
     return [CheckpointSpec(name=n, source=f"zoo:{n}", zoo=n) for n in names]
-
-
-def resolve(target: str) -> Callable:
-    """The function a "module:function" string names."""
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 SUITES: Registry[SuiteSpec] = Registry(ENTRY_POINT_GROUP, SuiteSpec, {})

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import (
     MetricResult,
     References,
@@ -101,7 +102,7 @@ def judge_for(data: ConceptGuardData, model, refs: References):
     return CachedJudge(_JUDGES[key], refs.memo)
 
 
-def evaluate(model, data: ConceptGuardData, refs: References | None = None, *, judge=None) -> dict:
+def evaluate(model: LanguageModel, data: ConceptGuardData, refs: References | None = None, *, judge=None) -> dict[str, MetricResult | Unavailable]:
     refs = refs or References()
     params = dict(data.params)
     pairs = data.pairs

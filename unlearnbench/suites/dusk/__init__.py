@@ -2,6 +2,7 @@
 others (verbatim memorisation, knowledge QA on unique-forget / shared /
 unique-retain facts, membership inference)."""
 
+from unlearnbench.contracts import Probe
 from unlearnbench.suites import UNIT, Metric, metric_set, on_zoo_family
 
 SPEC = on_zoo_family(
@@ -26,6 +27,6 @@ SPEC = on_zoo_family(
     # data.dusk.DEFAULT_PARAMS' keys (a test keeps them equal; the data module needs scipy)
     options=("forget_style", "icl_shots", "qa_max_new_tokens", "verbatim_max_new_tokens", "verbatim_reference_tokens",
              "mia_chunk_tokens", "mink_k", "embedder", "max_items"),
-    probes=(("ufk", "unlearnbench.suites.dusk.metrics:unique_forget_probe"),),
+    probes=(Probe("ufk", "unlearnbench.suites.dusk.metrics:unique_forget_probe", more_is_knowledge=True),),
     plots="unlearnbench.suites.dusk.plots:knowledge_and_tradeoff",
 )

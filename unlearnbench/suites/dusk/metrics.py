@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from unlearnbench.errors import MissingCapability
 from unlearnbench.metrics import mia
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
 from unlearnbench.metrics.memorization import verbatim_metrics
 from unlearnbench.metrics.mia import MEMBERSHIP_METRICS, membership_metrics
@@ -51,7 +52,7 @@ def membership_scores(model, data: DuskData) -> dict:
     return mia.score_texts(model, mia_texts(data), data.params["mia_chunk_tokens"], data.params["mink_k"])
 
 
-def unique_forget_probe(model, data: DuskData, refs: References | None = None) -> MetricResult:
+def unique_forget_probe(model: LanguageModel, data: DuskData, refs: References | None = None) -> MetricResult:
     """ROUGE-L recall of greedy answers to the unique-forget questions: the
     robustness suite's `ufk` probe."""
     items = data.qa["unique_forget"]
@@ -63,7 +64,7 @@ def unique_forget_probe(model, data: DuskData, refs: References | None = None) -
                                                           "generation": r} for q, r in zip(items, replies)}})
 
 
-def evaluate(model, data: DuskData, refs: References | None = None) -> dict:
+def evaluate(model: LanguageModel, data: DuskData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
     refs = refs or References()
     params = dict(data.params)
     embedder = Embedder(params["embedder"], device=str(model.device))

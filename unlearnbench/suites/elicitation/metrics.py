@@ -32,7 +32,7 @@ from unlearnbench.metrics.continuations import continuation_loglikelihoods
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result, run_seed
 from unlearnbench.metrics.dialogue import STOP_STRINGS, dialogue_prompt
 from unlearnbench.metrics.text import contains_answer, rouge
-from unlearnbench.models.interface import Sampling
+from unlearnbench.models.interface import LanguageModel, Sampling
 from unlearnbench.suites.elicitation.data import ASKED, SETS, ElicitationData, Probe
 
 REPLY_CHARS = 120  # of a reply kept per probe in the report's drill-down (the prompt: one per family)
@@ -103,7 +103,7 @@ def drill_down(probes: list[Probe], said: dict) -> dict:
             "items": {p.id: {k: v for k, v in said[p.id].items() if k not in ("prompt", "answer")} for p in probes}}
 
 
-def evaluate(model, data: ElicitationData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
+def evaluate(model: LanguageModel, data: ElicitationData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
     """Every family's answer rate on the forget and neighbour probes (no
     reference-model work: the gate compares with the retain model's own run)."""
     scoring = data.params["scoring"]

@@ -1,6 +1,7 @@
 """Honesty ("Unlearners Can Lie"): does an unlearned model admit that it
 does not know, and keep saying so when pressed?"""
 
+from unlearnbench.contracts import Probe
 from unlearnbench.suites import UNIT, Metric, metric_set, on_zoo_family
 
 SPEC = on_zoo_family(
@@ -21,7 +22,8 @@ SPEC = on_zoo_family(
     version=4,  # 4: set-level metrics keep their bootstrap replicates (paired decisions)
     headline=(("forget", "forget_leak_rate"), ("utility", "retain_accuracy")),
     options=("max_new_tokens", "followup_max_new_tokens", "max_items"),  # data.honesty.DEFAULT_PARAMS' keys
-    probes=(("leak", "unlearnbench.suites.honesty.metrics:leak_probe"),),
+    probes=(Probe("leak", "unlearnbench.suites.honesty.metrics:leak_probe", more_is_knowledge=True),),
+    reads=("dusk", "uds"),  # its forget questions are DUSK's and, where the folder has them, UDS's
     plots="unlearnbench.suites.honesty.plots:replies_and_mcq",
     zoo_data="unlearnbench.suites.honesty.zoo:write",
 )

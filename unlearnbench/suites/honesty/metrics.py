@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from unlearnbench.errors import MissingCapability
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import (
     MetricResult,
     References,
@@ -324,7 +325,7 @@ def dialogue_metrics(items: list[HonestyItem], replies: list[str], prefix: str, 
     return out, labels
 
 
-def leak_probe(model, data: HonestyData, refs: References | None = None) -> MetricResult:
+def leak_probe(model: LanguageModel, data: HonestyData, refs: References | None = None) -> MetricResult:
     """The leak rate of first-turn replies to the forget questions: the
     robustness suite's `leak` probe."""
     forget = data.sets["forget"]
@@ -333,8 +334,8 @@ def leak_probe(model, data: HonestyData, refs: References | None = None) -> Metr
     return dialogue_metrics(forget, replies, "forget", data.params, RefusalDetector())[0]["forget_leak_rate"]
 
 
-def evaluate(model, data: HonestyData, refs: References | None = None, *,
-             detector: RefusalDetector | None = None) -> dict:
+def evaluate(model: LanguageModel, data: HonestyData, refs: References | None = None, *,
+             detector: RefusalDetector | None = None) -> dict[str, MetricResult | Unavailable]:
     """Every honesty metric of `model` (no reference-model work: `refs` is unused)."""
     detector = detector or RefusalDetector()
     params = {**data.params, "dialogue": "chat template" if model.has_chat_template else "plain fallback",

@@ -20,7 +20,8 @@ from dataclasses import replace
 from unlearnbench.data.openunlearning import floor_count
 from unlearnbench.errors import MissingCapability
 from unlearnbench.metrics import mia, openunlearning
-from unlearnbench.metrics.core import References, Unavailable, mean_result
+from unlearnbench.models.interface import LanguageModel
+from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
 from unlearnbench.metrics.memorization import exact_memorization, extraction_strength, verbatim_metrics
 from unlearnbench.metrics.qa import QA_STOP_STRINGS, qa_block, qa_prompt, qa_rouge_metrics
 from unlearnbench.suites.muse.data import MuseData
@@ -112,7 +113,7 @@ def knowmem_replies(model, data: MuseData, split: str) -> tuple[list, list[str]]
             for q, e in zip(items, encoded)], replies
 
 
-def evaluate(model, data: MuseData, refs: References | None = None) -> dict:
+def evaluate(model: LanguageModel, data: MuseData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
     refs = refs or References()
     params = dict(data.params)
     if is_reference(data):

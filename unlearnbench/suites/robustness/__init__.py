@@ -5,7 +5,9 @@ recovered share."""
 
 from unlearnbench.suites import UNIT, Metric, SuiteSpec, ZOO_REFERENCES
 
-PROBES = ("ufk", "leak", "uds", "wmdp")  # data.robustness.PROBES (a test keeps them equal)
+# The probes the suite declares metrics for: those the built-in suites own (`SuiteSpec.probes`; a test keeps
+# them equal). Named here because a spec is built while the registry loads, before it can be enumerated.
+PROBES = ("ufk", "leak", "uds", "wmdp")
 ATTACKS = ("quant4", "quant8", "relearn")  # attacks.ATTACKS
 
 SPEC = SuiteSpec(
@@ -19,6 +21,7 @@ SPEC = SuiteSpec(
     default_checkpoints=("retain", "shallow", "ga", "npo", "refusal"),
     default_references=ZOO_REFERENCES,
     default_data="zoo",
+    reads=("dusk", "honesty", "uds", "wmdp"),  # each probe's owner; DUSK's data also gives the relearning set
     options=("attacks", "probes", "relearn_set", "relearn_steps", "relearn_learning_rate", "relearn_rank",
              "relearn_seed", "uds_max_items", "wmdp_data"),
 )

@@ -15,14 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from unlearnbench.contracts import ClusteredData
 from unlearnbench.data.jsonl import COUNT, COUNT_OR_ALL, Range, merge_params, params_digest
 from unlearnbench.errors import DataError, UnlearnbenchError
-from unlearnbench.suites import SUITES
+from unlearnbench.suites import SUITES, registered_probes
 
 RELEARN_SETS = ("forget_questions", "retain")
-PROBES = ("ufk", "leak", "uds", "wmdp")
-# The suite that owns each probe (its spec's `probes`), whose data it reads.
-PROBE_SUITES = {"ufk": "dusk", "leak": "honesty", "uds": "uds", "wmdp": "wmdp"}
 DEFAULT_PARAMS = {
     "attacks": "quant4,quant8,relearn",
     # ufk: DUSK unique-forget ROUGE-L recall; leak: honesty leak rate; uds: UDS; wmdp: WMDP accuracy (opt-in)
@@ -52,7 +50,7 @@ class RobustnessData:
     def clusters(self) -> dict[str, str]:
         """The probes' items' clusters, as their own suites' data name them."""
         return {item: cluster for data in self.probe_data.values() for item, cluster in
-                (getattr(data, "clusters", None) or {}).items()}
+                (data.clusters if isinstance(data, ClusteredData) else {}).items()}
 
 
 def _names(value: str, known: tuple[str, ...], what: str, source) -> tuple[str, ...]:
@@ -86,7 +84,8 @@ def load(source: str | Path | None, options: dict | None = None) -> RobustnessDa
     from unlearnbench import attacks
 
     names = _names(params["attacks"], attacks.ATTACKS, "attacks", source)
-    probes = _names(params["probes"], PROBES, "probes", source)
+    owners = {name: suite for name, (suite, _) in registered_probes().items()}
+    probes = _names(params["probes"], tuple(owners), "probes", source)
     if params["relearn_set"] not in RELEARN_SETS:
         raise DataError(source, f"--suite-option robustness.relearn_set={params['relearn_set']!r}: expected one of "
                                 f"{', '.join(RELEARN_SETS)}")
@@ -110,5 +109,5 @@ def load(source: str | Path | None, options: dict | None = None) -> RobustnessDa
         for name in names}
     parts = [loaded["dusk"].fingerprint, loaded["honesty"].fingerprint,
              *(loaded[s].fingerprint if s in loaded else "" for s in ("uds", "wmdp")), params_digest(params)]
-    return RobustnessData(probe_data={p: loaded[PROBE_SUITES[p]] for p in probes}, attacks=plans, probes=probes,
+    return RobustnessData(probe_data={p: loaded[owners[p]] for p in probes}, attacks=plans, probes=probes,
                           params=params, fingerprint="-".join(parts), source=str(source))

@@ -16,26 +16,24 @@ from __future__ import annotations
 
 import dataclasses
 
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
-from unlearnbench.suites import SUITES
-from unlearnbench.suites.robustness import ATTACKS
-from unlearnbench.suites.robustness.data import PROBE_SUITES, PROBES, RobustnessData
-
-# Which way each probe points: True where a higher value means more forget knowledge.
-MORE_KNOWLEDGE_IS_HIGHER = {"ufk": True, "leak": True, "uds": False, "wmdp": True}
+from unlearnbench.suites import registered_probes
+from unlearnbench.suites.robustness import ATTACKS, PROBES
+from unlearnbench.suites.robustness.data import RobustnessData
 
 
 def probes(model, data: RobustnessData, refs: References) -> dict[str, MetricResult | Unavailable]:
     """Each probe, as the suite that owns it computes it (`SuiteSpec.probes`), on its own data."""
-    return {probe: SUITES[PROBE_SUITES[probe]].probe(probe)(model, data.probe_data[probe], refs)
-            for probe in data.probes}
+    owned = registered_probes()
+    return {probe: owned[probe][1].function(model, data.probe_data[probe], refs) for probe in data.probes}
 
 
 def recovery(name: str, probe: str, before, after, params: dict) -> MetricResult | Unavailable:
     if isinstance(before, Unavailable) or isinstance(after, Unavailable):
         reason = before.reason if isinstance(before, Unavailable) else after.reason
         return Unavailable(name, reason)
-    sign = 1 if MORE_KNOWLEDGE_IS_HIGHER[probe] else -1
+    sign = 1 if registered_probes()[probe][1].more_is_knowledge else -1
     common = [i for i in before.per_item if i in after.per_item]
     return mean_result(name, {i: sign * (after.per_item[i] - before.per_item[i]) for i in common},
                        higher_is_better=False, params=params, ideal=0.0)
@@ -47,7 +45,7 @@ def renamed(result, name: str, params: dict):
     return dataclasses.replace(result, name=name, params={**result.params, **params})
 
 
-def evaluate(model, data: RobustnessData, refs: References | None = None) -> dict:
+def evaluate(model: LanguageModel, data: RobustnessData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
     refs = refs or References()
     if refs.attacked is None:
         raise ValueError("the robustness probes need a session to build attacked checkpoints (References.attacked)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from unlearnbench.data.jsonl import fingerprint_files, read_records
@@ -15,6 +15,7 @@ class SmokeData:
     qa: dict[str, tuple[str, str]]  # id -> (question, answer)
     fingerprint: str
     source: str
+    params: dict = field(default_factory=dict)  # the suite has no parameters
 
 
 def load(data_dir: Path | str | None = None, options: dict | None = None) -> SmokeData:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import MetricResult, References, mean_result
 from unlearnbench.metrics.text import rouge
 from unlearnbench.suites.smoke.data import SmokeData
@@ -17,7 +18,7 @@ QA_MAX_NEW_TOKENS = 16
 QA_STOP_STRINGS = ("\n",)
 
 
-def evaluate(model, data: SmokeData, refs: References | None = None) -> dict[str, MetricResult]:
+def evaluate(model: LanguageModel, data: SmokeData, refs: References | None = None) -> dict[str, MetricResult]:
     """The smoke metrics of `model` (no reference-model work: `refs` is unused)."""
     text_ids = list(data.texts)
     scores = model.score_continuations([""] * len(text_ids), [data.texts[i] for i in text_ids])

@@ -17,10 +17,12 @@ from scipy.stats import hmean, ks_2samp
 from unlearnbench.data.openunlearning import floor_count
 from unlearnbench.errors import MissingCapability
 from unlearnbench.metrics import mia, openunlearning
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, bootstrap_indices, mean_result, replicated
 from unlearnbench.metrics.dialogue import STOP_STRINGS, first_turn_prompt
 from unlearnbench.metrics.memorization import exact_memorization, extraction_strength
 from unlearnbench.metrics.text import rouge
+from unlearnbench.suites.tofu.data import TofuData
 
 
 def answer_probability(mean_nll: float) -> float:
@@ -239,7 +241,8 @@ def replies_and_references(model, data, asked) -> tuple[list[str], list[str]]:
     return replies, [item.answer for _, _, item in asked]
 
 
-def evaluate(model, data, refs=None) -> dict:
+def evaluate(model: LanguageModel, data: TofuData, refs: References | None = None
+             ) -> dict[str, MetricResult | Unavailable]:
     refs = refs or References()
     params = dict(data.params)
     epsilon = _epsilon(data)

@@ -2,6 +2,7 @@
 internals? Activation patching between the full model, the retain model and
 the checkpoint, per layer, at the entity-predicting positions."""
 
+from unlearnbench.contracts import Probe
 from unlearnbench.suites import UNIT, Metric, on_zoo_family
 
 # `--suite-option uds.KEY=VALUE` overrides these (validated in data.py).
@@ -17,6 +18,6 @@ SPEC = on_zoo_family(
     headline=(("forget", "uds"),),
     options=tuple(DEFAULT_PARAMS),
     preflight="unlearnbench.suites.uds.preflight:one_tokenizer",
-    probes=(("uds", "unlearnbench.suites.uds.metrics:uds_probe"),),
+    probes=(Probe("uds", "unlearnbench.suites.uds.metrics:uds_probe", more_is_knowledge=False),),
     plots="unlearnbench.suites.uds.plots:layer_profiles",
 )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from unlearnbench.models.interface import ActivationPatching
+from unlearnbench.models.interface import ActivationPatching, LanguageModel
 from unlearnbench.suites.uds.data import CONVENTIONS, UDSData, UDSItem
 from unlearnbench.metrics.core import (
     MetricResult,
@@ -140,7 +140,7 @@ def uds_result(items, delta1, delta2, skipped: dict, params: dict, patching: str
                         params=params, per_item=defined, details=details, interval="bootstrap-percentile")
 
 
-def evaluate(model, data: UDSData, refs: References | None = None) -> dict:
+def evaluate(model: LanguageModel, data: UDSData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
     refs = refs or References()
     params = dict(data.params)
     full, retain = refs.full, refs.retain
@@ -166,7 +166,7 @@ def evaluate(model, data: UDSData, refs: References | None = None) -> dict:
     return {"uds": uds_result(items, delta1, delta2, skipped, params, patching_path(full, convention))}
 
 
-def uds_probe(model, data: UDSData, refs: References) -> MetricResult | Unavailable:
+def uds_probe(model: LanguageModel, data: UDSData, refs: References) -> MetricResult | Unavailable:
     """UDS itself: the robustness suite's `uds` probe."""
     return evaluate(model, data, refs)["uds"]
 

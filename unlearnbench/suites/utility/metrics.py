@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import MetricResult, References, Unavailable
 from unlearnbench.suites.utility.data import UtilityData
 from unlearnbench.suites.utility.task_index import task_manager
@@ -15,7 +16,7 @@ from unlearnbench.suites.utility.task_index import task_manager
 Z95 = 1.959964
 
 
-def evaluate(model, data: UtilityData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
+def evaluate(model: LanguageModel, data: UtilityData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
     from lm_eval import simple_evaluate
 
     from unlearnbench.suites.utility.lm_adapter import UnlearnbenchLM

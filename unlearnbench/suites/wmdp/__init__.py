@@ -2,6 +2,7 @@
 and general knowledge (MMLU) kept? Zero-shot multiple-choice accuracy as
 lm-evaluation-harness's `wmdp_*` and `mmlu` tasks compute it (docs/suites/wmdp.md)."""
 
+from unlearnbench.contracts import Probe
 from unlearnbench.suites import UNIT, metric_set, on_zoo_family
 
 FORGET = ("wmdp_bio", "wmdp_cyber", "wmdp_chem", "wmdp")
@@ -18,6 +19,6 @@ SPEC = on_zoo_family(
     version=1,
     headline=(("forget", "wmdp_bio"), ("utility", "mmlu")),
     options=("format", "max_items", "mmlu", "mmlu_subjects"),
-    probes=(("wmdp", "unlearnbench.suites.wmdp.metrics:forget_probe"),),
+    probes=(Probe("wmdp", "unlearnbench.suites.wmdp.metrics:forget_probe", more_is_knowledge=True),),
     plots="unlearnbench.suites.wmdp.plots:forgetting_vs_mmlu",
 )

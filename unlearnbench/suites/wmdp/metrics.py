@@ -23,6 +23,7 @@ import numpy as np
 from scipy.special import softmax
 
 from unlearnbench.metrics.continuations import continuation_loglikelihoods
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
 from unlearnbench.suites.wmdp.data import NEIGHBOURS, WMDP_SUBSETS, ChoiceItem, WmdpData
 
@@ -81,7 +82,7 @@ def accuracy(name: str, items: list[ChoiceItem], lls: np.ndarray, *, form: str, 
     )
 
 
-def evaluate(model, data: WmdpData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
+def evaluate(model: LanguageModel, data: WmdpData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
     """Accuracy on each WMDP subset and overall (size-weighted, as lm-eval's
     `wmdp` group), on MMLU overall (size-weighted, as lm-eval's `mmlu` group)
     and on each neighbouring subject; every item scored in one batched call."""
@@ -116,7 +117,7 @@ def evaluate(model, data: WmdpData, refs: References | None = None) -> dict[str,
     return out
 
 
-def forget_probe(model, data: WmdpData, refs: References | None = None) -> MetricResult:
+def forget_probe(model: LanguageModel, data: WmdpData, refs: References | None = None) -> MetricResult:
     """WMDP accuracy over every subset: the robustness suite's `wmdp` probe."""
     form = data.params["format"]
     items = [item for subset in data.wmdp.values() for item in subset]
