@@ -39,9 +39,14 @@ class SuiteData(Protocol):
     defaults, the data folder's suite.json, --suite-option; part of the cache
     key, so changing one recomputes)."""
 
-    fingerprint: str
-    source: str
-    params: Mapping[str, Any]
+    @property
+    def fingerprint(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def params(self) -> Mapping[str, Any]: ...
 
 
 @runtime_checkable
@@ -69,14 +74,15 @@ class Loader(Protocol):
     folder (or a hub reference) or None for the suite's default; `options`
     are the suite's --suite-option values as given (strings)."""
 
-    def __call__(self, source: str | Path | None, options: dict[str, Any]) -> SuiteData: ...
+    def __call__(self, source: str | Path | None, options: dict[str, Any], /) -> SuiteData: ...
 
 
 class OpenLoader(Protocol):
     """An open suite's loader (`SuiteSpec.open_metrics`) also receives the
     metric names its gate checks."""
 
-    def __call__(self, source: str | Path | None, options: dict[str, Any], gated: tuple[str, ...]) -> SuiteData: ...
+    def __call__(self, source: str | Path | None, options: dict[str, Any], gated: tuple[str, ...], /
+                 ) -> SuiteData: ...
 
 
 class Evaluator(Protocol):
@@ -84,14 +90,15 @@ class Evaluator(Protocol):
     one entry per metric the spec declares; `refs` holds the run's reference
     models (the full and retain models) and the memo of work done on them."""
 
-    def __call__(self, model: LanguageModel, data: Any, refs: References) -> dict[str, MetricResult | Unavailable]: ...
+    def __call__(self, model: LanguageModel, data: Any, refs: References, /
+                 ) -> Mapping[str, MetricResult | Unavailable]: ...
 
 
 class ProbeFunction(Protocol):
     """One forget-knowledge measurement cheap enough to repeat on every
     attacked copy of a model (the robustness suite runs it)."""
 
-    def __call__(self, model: LanguageModel, data: Any, refs: References) -> MetricResult | Unavailable: ...
+    def __call__(self, model: LanguageModel, data: Any, refs: References, /) -> MetricResult | Unavailable: ...
 
 
 class Preflight(Protocol):
@@ -99,28 +106,28 @@ class Preflight(Protocol):
     `(run, suite) -> {checkpoint name: why this suite cannot run on it}`;
     raising UnlearnbenchError stops the run with its message."""
 
-    def __call__(self, run: Any, suite: str) -> dict[str, str]: ...
+    def __call__(self, run: Any, suite: str, /) -> dict[str, str]: ...
 
 
 class ReportHook(Protocol):
     """`(view) -> list`: the suite's figures (SVG strings) for its section
     of the HTML report, or the lines the console prints after its verdicts."""
 
-    def __call__(self, view: Any) -> list[str]: ...
+    def __call__(self, view: Any, /) -> list[str]: ...
 
 
 class ZooWriter(Protocol):
     """Writes the suite's data for the fixture zoo's corpus, in the suite's
     own format, into `directory`."""
 
-    def __call__(self, directory: Path, corpus: Any) -> None: ...
+    def __call__(self, directory: Path, corpus: Any, /) -> None: ...
 
 
 class NameCheck(Protocol):
     """An open suite's check of a metric name its gate uses: what is wrong
     with it or None (`open_metrics`), or the name's kind (`open_kind`)."""
 
-    def __call__(self, name: str) -> str | None: ...
+    def __call__(self, name: str, /) -> str | None: ...
 
 
 # The arguments the session passes to each kind of hook: a resolved function
@@ -202,7 +209,7 @@ class Probe:
     on attacked copies of a model: declared once, by its owner's spec."""
 
     name: str
-    function: FunctionRef | str | Callable
+    function: FunctionRef | str | ProbeFunction
     # True where a higher value means more of the forget knowledge is there
     # (a recall, a leak rate); False where it means less (UDS: 1 = erased).
     more_is_knowledge: bool

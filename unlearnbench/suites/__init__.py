@@ -73,8 +73,8 @@ class SuiteSpec:
 
     name: str
     metrics: tuple[Metric | str, ...]  # every metric the evaluator returns (a bare name: unbounded, not utility)
-    loader: FunctionRef | str | Callable  # contracts.Loader (contracts.OpenLoader with open_metrics)
-    evaluator: FunctionRef | str | Callable  # contracts.Evaluator
+    loader: FunctionRef | str | Loader | OpenLoader  # contracts.Loader (contracts.OpenLoader with open_metrics)
+    evaluator: FunctionRef | str | Evaluator  # contracts.Evaluator
     version: int  # metric-code version: bump to invalidate cached results
     # What `pytest suites/<name>` evaluates when no --model is given: fixture
     # zoo recipes, and the zoo recipes that serve as reference models then.
@@ -86,17 +86,17 @@ class SuiteSpec:
     # `--suite-option conceptguard.judge=X`.
     flags: tuple[tuple[str, str, str, str], ...] = ()
     # contracts.Preflight: cheap checks of each checkpoint after the data loaded, before any weights load.
-    preflight: FunctionRef | str | Callable | None = None
+    preflight: FunctionRef | str | Preflight | None = None
     # contracts.ReportHook: the SVG figures of the suite's section of the HTML report.
-    plots: FunctionRef | str | Callable | None = None
+    plots: FunctionRef | str | ReportHook | None = None
     # contracts.ReportHook: lines the console prints after the verdicts and report.md keeps: what a
     # suite's checks alone do not say (the elicitation suite's worst way of asking per checkpoint).
-    notes: FunctionRef | str | Callable | None = None
+    notes: FunctionRef | str | ReportHook | None = None
     # The forget-knowledge probes this suite owns, which the robustness suite repeats on attacked copies.
     probes: tuple[Probe, ...] = ()
     # contracts.ZooWriter: the suite's data for the fixture zoo's corpus, in the suite's own format (the
     # zoo's data folder has one subfolder per suite).
-    zoo_data: FunctionRef | str | Callable | None = None
+    zoo_data: FunctionRef | str | ZooWriter | None = None
     # (metric, metric whose per-item values explain it): the report's drill-down shows the latter's items.
     per_item_source: tuple[tuple[str, str], ...] = ()
     # (axis, metric): the one value per axis a leaderboard shows for the suite (forget quality and model
@@ -106,10 +106,10 @@ class SuiteSpec:
     # A suite whose metrics its gate names (the utility suite: any lm-eval task's metric):
     # contracts.NameCheck, what is wrong with a metric name or None. Its loader is then a
     # contracts.OpenLoader (it receives the gate's metric names), and `metrics` stays empty.
-    open_metrics: FunctionRef | str | Callable | None = None
+    open_metrics: FunctionRef | str | NameCheck | None = None
     # With `open_metrics`: contracts.NameCheck, a metric name -> its kind (rule.METRIC_KINDS), which picks
     # the interval its checks are decided by, as `Metric.kind` does for a declared metric.
-    open_kind: FunctionRef | str | Callable | None = None
+    open_kind: FunctionRef | str | NameCheck | None = None
     # Suites whose data this suite's loader reads (through `SUITES[name].load_data`): the honesty suite
     # asks DUSK's and UDS's forget questions, the robustness suite runs its probes on their owners' data.
     reads: tuple[str, ...] = ()
