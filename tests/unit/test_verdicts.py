@@ -223,3 +223,29 @@ def test_checks_that_read_the_same_metric_count_once_in_the_ranking():
               "smoke.qa": {"metric": "qa", "outcome": "pass"}}
     once = _once_per_metric(checks)
     assert sorted(once) == ["smoke.high", "smoke.qa"]  # one per metric, the worst outcome of the two
+
+
+def test_the_flat_exports_carry_each_steps_series_and_step():
+    """results.csv / results.jsonl hold one row per checkpoint x check with the
+    checkpoint's series and step, as report.json's checkpoint info has them: a
+    training run's curve is plotted from the CSV alone."""
+    import csv
+    import io
+    import json
+
+    from unlearnbench.report.text import results_csv, results_jsonl
+
+    steps = {f"npo-run-checkpoint-{s}": {"dusk.forgotten": v, "dusk.shared_kept": 0.7}
+             for s, v in ((2, 0.8), (4, 0.5), (6, 0.2))}
+    report = report_of({**steps, "retain": ZOO_LIKE["retain"]})
+    for name in steps:
+        report["checkpoints"][name]["info"] |= {"series": "npo-run", "step": int(name.rsplit("-", 1)[1])}
+    report["assessment"] = assess(report)
+    rows = list(csv.DictReader(io.StringIO(results_csv(report))))
+    forgotten = {r["checkpoint"]: (r["series"], r["step"], r["value"]) for r in rows if r["check"] == "forgotten"}
+    assert forgotten == {"npo-run-checkpoint-2": ("npo-run", "2", "0.8"), "npo-run-checkpoint-4": ("npo-run", "4", "0.5"),
+                         "npo-run-checkpoint-6": ("npo-run", "6", "0.2"), "retain": ("", "", "0.1")}
+    lines = [json.loads(line) for line in results_jsonl(report).splitlines()]
+    assert {(r["checkpoint"], r["series"], r["step"]) for r in lines if r["check"] == "forgotten"} == {
+        ("npo-run-checkpoint-2", "npo-run", 2), ("npo-run-checkpoint-4", "npo-run", 4),
+        ("npo-run-checkpoint-6", "npo-run", 6), ("retain", None, None)}
