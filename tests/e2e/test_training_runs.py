@@ -94,6 +94,12 @@ def test_a_series_ranks_once_at_its_best_step_and_its_broken_step_fails_alone(se
         ("npo-run", 6, 4, 6)]
     assert [r["step"] for r in board["series"]["npo-run"]] == [2, 4, 6, 8]
     assert report["assessment"]["order"][:4] == [f"npo-run-checkpoint-{s}" for s in (2, 4, 6, 8)]
+    # The flat export holds each row's series and step: the curve can be plotted from the CSV alone.
+    import pandas as pd
+
+    rows = pd.read_csv(latest / "results.csv")
+    steps = rows[rows["series"] == "npo-run"].groupby("checkpoint")["step"].agg(set).to_dict()
+    assert steps == {f"npo-run-checkpoint-{s}": {s} for s in (2, 4, 6, 8)}
     # The console: the series' table, step by step.
     out = result.stdout
     assert "npo-run (series, best: step 6)" in out

@@ -242,9 +242,9 @@ def test_the_flat_exports_carry_each_steps_series_and_step():
         report["checkpoints"][name]["info"] |= {"series": "npo-run", "step": int(name.rsplit("-", 1)[1])}
     report["assessment"] = assess(report)
     rows = list(csv.DictReader(io.StringIO(results_csv(report))))
-    forgotten = {r["checkpoint"]: (r["series"], r["step"], r["value"]) for r in rows if r["check"] == "forgotten"}
-    assert forgotten == {"npo-run-checkpoint-2": ("npo-run", "2", "0.8"), "npo-run-checkpoint-4": ("npo-run", "4", "0.5"),
-                         "npo-run-checkpoint-6": ("npo-run", "6", "0.2"), "retain": ("", "", "0.1")}
+    forgotten = {r["checkpoint"]: (r["series"], r["step"], r["outcome"]) for r in rows if r["check"] == "forgotten"}
+    assert forgotten == {"npo-run-checkpoint-2": ("npo-run", "2", "fail"), "npo-run-checkpoint-4": ("npo-run", "4", "fail"),
+                         "npo-run-checkpoint-6": ("npo-run", "6", "pass"), "retain": ("", "", "pass")}
     lines = [json.loads(line) for line in results_jsonl(report).splitlines()]
     assert {(r["checkpoint"], r["series"], r["step"]) for r in lines if r["check"] == "forgotten"} == {
         ("npo-run-checkpoint-2", "npo-run", 2), ("npo-run-checkpoint-4", "npo-run", 4),

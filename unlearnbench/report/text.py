@@ -20,7 +20,7 @@ NOT_PASSING = ("fail", "error", "inconclusive")
 DECISION_FIELDS = ("difference", "difference_ci_low", "difference_ci_high", "reference_value", "reference_ci_low",
                    "reference_ci_high", "kind", "interval", "clusters", "n_effective", "p_value", "p_below",
                    "p_adjusted", "decided_by", "lean", "mde", "n_needed", "rule", "alpha", "power", "correction")
-FLAT_FIELDS = ("checkpoint", "role", "checkpoint_verdict", "suite", "metric", "value", "ci_low", "ci_high",
+FLAT_FIELDS = ("checkpoint", "series", "step", "role", "checkpoint_verdict", "suite", "metric", "value", "ci_low", "ci_high",
                "ci_half_width", "n", "check", "axis", "direction", "bound", "outcome", "retain_fails_too",
                *DECISION_FIELDS, "reason")
 
@@ -74,6 +74,7 @@ def check_lines(report: dict, *, everything: bool = False, checkpoints=None, sui
         if checkpoints and name not in checkpoints:
             continue
         cp, verdict = report["checkpoints"][name], a["verdicts"][name]
+        info = cp.get("info") or {}  # a training run's step: its series and step
         rows = [("", "check", "value ± 95% CI half-width (n)", "bound", "")]
         why = []  # an inconclusive or errored check's reason: no table cell can say it
         shown = 0
@@ -258,6 +259,7 @@ def flat_rows(report: dict) -> list[dict]:
     rows = []
     for name in a["order"]:
         cp, verdict = report["checkpoints"][name], a["verdicts"][name]
+        info = cp.get("info") or {}  # a training run's step: its series and step
         for suite, result in cp["suites"].items():
             by_metric: dict[str, list] = {}
             for check, v in result["checks"].items():
@@ -265,7 +267,8 @@ def flat_rows(report: dict) -> list[dict]:
             for metric in list(result["metrics"]) + [m for m in by_metric if m not in result["metrics"]]:
                 m = result["metrics"].get(metric, {})
                 ci = m.get("ci") or [None, None]
-                base = {"checkpoint": name, "role": verdict["role"] or "", "checkpoint_verdict": verdict["verdict"],
+                base = {"checkpoint": name, "series": info.get("series"), "step": info.get("step"),
+                        "role": verdict["role"] or "", "checkpoint_verdict": verdict["verdict"],
                         "suite": suite, "metric": metric, "value": m.get("value"), "ci_low": ci[0], "ci_high": ci[1],
                         "ci_half_width": half_width(ci), "n": m.get("n")}
                 for check, v in by_metric.get(metric) or [(None, {})]:
