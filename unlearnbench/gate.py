@@ -10,6 +10,7 @@ import os
 import pytest
 
 from unlearnbench.run_state import RECORD_KEY, RunState
+from unlearnbench.thresholds import Outcome
 
 
 class Gate:
@@ -40,14 +41,14 @@ class Gate:
             # except block, so no chained exception is printed either.
             pytest.fail(record["error"], pytrace=False)
         self._send(record)
-        if verdict.outcome == "skip":
+        if verdict.outcome is Outcome.SKIP:
             pytest.skip(verdict.reason)
-        if verdict.outcome == "inconclusive":  # never a pass; --strict-ci made it a failure already
+        if verdict.outcome is Outcome.INCONCLUSIVE:  # never a pass; --strict-ci made it a failure already
             message = f"{self.checkpoint.name} {self.suite}.{name}: {verdict.reason}"
             if self.state.run_options.fail_inconclusive:
                 pytest.fail(message + "; --fail-inconclusive fails it", pytrace=False)
             pytest.skip(message)
-        if verdict.outcome == "fail":
+        if verdict.outcome is Outcome.FAIL:
             pytest.fail(f"{self.checkpoint.name} {self.suite}.{name}: {verdict.reason}\n"
                         f"  rationale: {verdict.rationale}", pytrace=False)
         return verdict

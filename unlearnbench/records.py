@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from unlearnbench.errors import UnlearnbenchError
 from unlearnbench.report.schema import cap_items
 from unlearnbench.suites import SUITES
+from unlearnbench.thresholds import Outcome
 
 
 @dataclass
@@ -68,7 +69,7 @@ def check_record(bench, spec, suite: str, name: str, sent: SentOnce, *, worker: 
     if run is not None and spec.series is not None and suite not in sent.reference_values:
         sent.reference_values.add(suite)
         record["reference_values"] = bench.reference_values(suite)
-    if verdict.relative_to and verdict.outcome not in ("skip", "error"):
+    if verdict.relative_to and verdict.outcome is not Outcome.SKIP:
         reference = bench.reference_run(verdict.relative_to, suite)
         record["references"] = {verdict.relative_to: reference.checkpoint}
     return record, verdict

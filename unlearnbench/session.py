@@ -32,7 +32,7 @@ from unlearnbench.openai_api import EndpointError
 from unlearnbench.options import BenchOptions
 from unlearnbench.contracts import ClusteredData, OptionalData, SuiteData
 from unlearnbench.suites import SUITES, sweep_checkpoints, zoo_checkpoints
-from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds, power_line
+from unlearnbench.thresholds import Check, Code, Outcome, apply_overrides, load_suite_thresholds, power_line
 
 REFERENCE_ROLES = ("full", "retain")
 
@@ -437,7 +437,7 @@ class Bench:
             return check.on_its_reference(against, rule, f"which {check.metric} measures it against"), run
         with seeded(self.options.seed):  # the decision's bootstrap resamples are the metrics' own
             verdict = check.judge(run.metrics, reference, others=others, rule=rule)
-            if rule.correction == "holm" and verdict.outcome == "fail" and verdict.decided_by == "interval":
+            if rule.correction == "holm" and verdict.outcome is Outcome.FAIL and verdict.code is Code.DECIDED:
                 adjusted = self._holm_adjusted(spec, suite)
                 verdict = check.judge(run.metrics, reference, others=others, rule=rule,
                                       p_adjusted=adjusted[(suite, check.name)])

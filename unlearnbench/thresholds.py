@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -63,12 +64,77 @@ REQUIREMENTS = ("reference_answers_at_least", "separated_from", "full_at_least")
 SUITE_FILE_KEYS = {"suite", "checks"}
 
 
+class Outcome(str, Enum):
+    """A check's outcome on a checkpoint (a str: reports hold it as its value)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"  # not judged here: shown as skipped, with why
+    INCONCLUSIVE = "inconclusive"  # judged, undecided by its interval (--strict-ci makes it a fail)
+    ERROR = "error"  # the checkpoint or its input broke: the record holds the error
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Code(str, Enum):
+    """Why a verdict is what it is: what code reads; `explain` words it."""
+
+    NEEDS_REFERENCE = "needs-reference"  # a relative check without its reference model (and no or_bound)
+    METRIC_UNAVAILABLE = "metric-unavailable"
+    NOT_GATED = "not-gated"  # a check off by default: its value is reported
+    NOT_FINITE = "not-finite"  # the checkpoint's value: broken scores fail
+    REFERENCE_UNAVAILABLE = "reference-unavailable"
+    REFERENCE_NOT_FINITE = "reference-not-finite"
+    REFERENCE_ITSELF = "reference-itself"  # the checkpoint is the check's yardstick: n/a
+    # The bound cannot separate good from bad checkpoints (module doc):
+    BOUND_AT_SCALE_END = "bound-at-scale-end"
+    REFERENCE_ANSWERS_TOO_FEW = "reference-answers-too-few"  # requires.reference_answers_at_least
+    NOTHING_TO_FORGET = "nothing-to-forget"  # requires.full_at_least
+    REFERENCES_INDISTINGUISHABLE = "references-indistinguishable"  # requires.separated_from
+    POINT_ESTIMATE = "point-estimate"  # decided on the value alone (rule.point_estimate)
+    NO_INTERVAL = "no-interval"
+    ZERO_WIDTH_INTERVAL = "zero-width-interval"
+    DECIDED = "decided"  # the interval lies wholly on one side of the bound
+    UNDERPOWERED = "underpowered"  # the interval reaches past the bound
+    HOLM_NOT_SIGNIFICANT = "holm-not-significant"  # a fail its Holm-adjusted p-value does not carry
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def cannot_separate(self) -> bool:
+        return self in (Code.BOUND_AT_SCALE_END, Code.REFERENCE_ANSWERS_TOO_FEW, Code.NOTHING_TO_FORGET,
+                        Code.REFERENCES_INDISTINGUISHABLE)
+
+
+class BoundForm(str, Enum):
+    """Where a judged check's bound came from."""
+
+    ABSOLUTE = "absolute"
+    RELATIVE = "relative"  # reference value -/+ margin
+    RELATIVE_LOOSER = "relative-looser"  # that, looser than the check's or_bound
+    OR_BOUND_LOOSER = "or-bound-looser"  # the or_bound, looser than reference -/+ margin: judged as absolute
+    NO_REFERENCE = "no-reference"  # the or_bound, without the reference model
+
+
+@dataclass(frozen=True)
+class Decision:
+    """`Check.decide`'s result: the outcome, its code, the verdict's numbers
+    (`fields`) and the few more the explanation states (`facts`)."""
+
+    outcome: Outcome
+    code: Code
+    fields: dict
+    facts: dict = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Verdict:
     suite: str
     check: str
     metric: str
-    outcome: str  # "pass" | "fail" | "skip" | "inconclusive"
+    outcome: Outcome
     reason: str
     rationale: str
     direction: str
@@ -98,6 +164,7 @@ class Verdict:
     clusters: int | None = None  # G: how many clusters (persons, documents, concepts) the n items come in
     n_effective: float | None = None  # n over the design effect: the independent items they are worth
     kind: str | None = None  # the metric's declared kind, which picked the interval (rule.METRIC_KINDS)
+    code: Code | None = None  # why the outcome is what it is (`reason` words it)
     rule: str = "interval"
     alpha: float = DEFAULT_ALPHA
     power: float = DEFAULT_POWER
@@ -106,14 +173,17 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
-        return self.outcome == "pass"
+        return self.outcome is Outcome.PASS
 
     @property
     def underpowered(self) -> bool:
         return self.lean is not None
 
     def to_dict(self) -> dict:
+        """Plain JSON values (records travel between xdist workers as such)."""
         out = asdict(self)
+        out["outcome"] = Outcome(self.outcome).value
+        out["code"] = self.code.value if self.code is not None else None
         for key in ("ci", "reference_ci", "decision_ci"):
             out[key] = list(out[key]) if out[key] else None
         relative = self.difference is not None
@@ -158,64 +228,64 @@ class Check:
         others: Mapping[str, Mapping[str, MetricResult | Unavailable] | None] | None = None,
         p_adjusted: float | None = None,
     ) -> Verdict:
-        """The verdict under `rule` (docs/verdicts.md): pass or fail where the
-        interval of the decision quantity lies wholly on one side of the bound
-        (with `p_adjusted`, Holm's adjusted p-value, at most alpha), else
-        inconclusive with its lean and the items it would need; on the value
-        alone with `rule.point_estimate`. A relative check without its
-        reference model is skipped, never passed; one whose bound cannot
-        separate checkpoints is inconclusive (see the module doc; `others`
-        holds the other reference models' metrics for
+        """The verdict under `rule` (docs/verdicts.md): `decide`, then
+        `explain` in words."""
+        decision = self.decide(metrics, reference, rule=rule, others=others, p_adjusted=p_adjusted)
+        return Verdict(outcome=decision.outcome, code=decision.code, reason=explain(self, decision),
+                       **decision.fields)
+
+    def decide(
+        self,
+        metrics: Mapping[str, MetricResult | Unavailable],
+        reference: Mapping[str, MetricResult | Unavailable] | None = None,
+        *,
+        rule: DecisionRule = DecisionRule(),
+        others: Mapping[str, Mapping[str, MetricResult | Unavailable] | None] | None = None,
+        p_adjusted: float | None = None,
+    ) -> Decision:
+        """Pass or fail where the interval of the decision quantity lies
+        wholly on one side of the bound (with `p_adjusted`, Holm's adjusted
+        p-value, at most alpha), else inconclusive with its lean and the items
+        it would need; on the value alone with `rule.point_estimate`. A
+        relative check without its reference model is skipped, never passed;
+        one whose bound cannot separate checkpoints is inconclusive (see the
+        module doc; `others` holds the other reference models' metrics for
         `requires.separated_from`); a non-finite value or reference value
-        fails."""
+        fails. Numbers and a code only: `explain` words them."""
         base = self._verdict_fields(rule)
         absolute = self.relative_to is not None and reference is None  # no reference model: the or_bound alone
         if absolute and self.or_bound is None:
-            return Verdict(
-                outcome="skip",
-                reason=f"needs --{self.relative_to}-model: the bound is relative to the {self.relative_to} model",
-                **base,
-            )
+            return Decision(Outcome.SKIP, Code.NEEDS_REFERENCE, base)
         result = metrics[self.metric]
         if isinstance(result, Unavailable):
-            return Verdict(outcome="skip", reason=f"{self.metric} unavailable: {result.reason}", **base)
+            return Decision(Outcome.SKIP, Code.METRIC_UNAVAILABLE, base, {"why": result.reason})
         if not self.enabled:
-            return Verdict(outcome="skip", value=result.value, ci=tuple(result.ci), reason=(
-                f"{self.metric} = {result.value:.4g}, reported, not gated: this check is off by default; a "
-                f"--thresholds file with `{self.suite}: {{{self.name}: {{enabled: true}}}}` gates it"), **base)
+            return Decision(Outcome.SKIP, Code.NOT_GATED, base | {"value": result.value, "ci": tuple(result.ci)})
         if not _finite(result):
-            return Verdict(outcome="fail", reason=f"{self.metric} is not a finite number ({result.value}, CI "
-                           f"{list(result.ci)}): the checkpoint's scores are broken", **base)
+            return Decision(Outcome.FAIL, Code.NOT_FINITE, base, {"value": result.value, "ci": list(result.ci)})
         yardstick = None
         if absolute:  # judged as an absolute check: the verdict names no reference model
-            bound = self.or_bound
+            bound, form = self.or_bound, BoundForm.NO_REFERENCE
             base.update(relative_to=None, margin=None)
-            bound_text = f"{bound:.4g} (no --{self.relative_to}-model: the check's absolute bound)"
+            relative_bound = None
         elif self.relative_to:
             yardstick = reference[self.metric]
             if isinstance(yardstick, Unavailable):
-                return Verdict(outcome="skip", reason=f"{self.metric} unavailable on the {self.relative_to} model: "
-                               f"{yardstick.reason}", **base)
+                return Decision(Outcome.SKIP, Code.REFERENCE_UNAVAILABLE, base, {"why": yardstick.reason})
             if not _finite(yardstick):
-                return Verdict(outcome="fail", reason=f"{self.metric} on the {self.relative_to} model is not a finite "
-                               f"number ({yardstick.value}): the yardstick is broken", **base)
-            ref_value = yardstick.value
-            bound = ref_value - self.margin if self.direction == "at_least" else ref_value + self.margin
-            sign = "-" if self.direction == "at_least" else "+"
-            bound_text = f"{bound:.4g} ({self.relative_to} {ref_value:.4g} {sign} {self.margin:g})"
+                return Decision(Outcome.FAIL, Code.REFERENCE_NOT_FINITE, base, {"value": yardstick.value})
+            relative_bound = yardstick.value - self.margin if self.direction == "at_least" else \
+                yardstick.value + self.margin
+            bound, form = relative_bound, BoundForm.RELATIVE
             if self.or_bound is not None:
                 looser = min if self.direction == "at_least" else max
-                if looser(bound, self.or_bound) != bound:
-                    bound_text = f"{self.or_bound:.4g} (the check's absolute bound, looser than {bound_text})"
-                    bound = self.or_bound
+                if looser(relative_bound, self.or_bound) != relative_bound:
+                    bound, form = self.or_bound, BoundForm.OR_BOUND_LOOSER
                     base.update(relative_to=None, margin=None)  # judged as an absolute check, as the verdict says
                 else:
-                    bound_text += f", looser than the check's absolute bound {self.or_bound:.4g}"
+                    form = BoundForm.RELATIVE_LOOSER
         else:
-            bound = self.bound
-            bound_text = f"{bound:.4g}"
-        op = ">=" if self.direction == "at_least" else "<="
-        measured = f"{self.metric} = {result.value:.4g} [95% CI {result.ci[0]:.4g}, {result.ci[1]:.4g}; n={result.n}]"
+            bound, form, relative_bound = self.bound, BoundForm.ABSOLUTE, None
         relative = base["relative_to"] is not None
         if relative:  # decide on the difference from the reference, over the same items
             estimate = difference_estimate(result, yardstick, self.kind, self.scale)
@@ -233,52 +303,37 @@ class Check:
                       p_adjusted=p_adjusted)
         p_value = estimate.p_value(threshold)
         judged.update(p_value=p_value, p_below=p_value is not None and p_value <= estimate.p_floor)
-        found = self._why_inconclusive(bound, reference, others or {}, rule)
-        if found:
-            why_not, advice = found
-            reason = f"inconclusive: {measured} against {op} {bound_text}: {why_not}. {advice}"
-            if rule.strict:
-                return Verdict(outcome="fail", reason=reason + "; --strict-ci fails an inconclusive check", **judged)
-            return Verdict(outcome="inconclusive", reason=reason, **judged)
         good = (lambda x: x >= threshold) if self.direction == "at_least" else (lambda x: x <= threshold)
         point_ok = good(estimate.value)
-        level = f"{100 * (1 - rule.alpha):.4g}%"
-        verdict_text = f"{measured} {'' if point_ok else 'not '}{op} {bound_text}"
-        if relative:
-            spread = f" [{level} CI {interval[0]:.4g}, {interval[1]:.4g}, {estimate.method}]" if interval else ""
-            verdict_text += (f"; difference from {self.relative_to} {estimate.value:+.4g}{spread}, held to "
-                             f"{op} {threshold:+.4g}")
+        facts = {"form": form, "relative_bound": relative_bound,
+                 "yardstick": yardstick.value if yardstick is not None else None, "threshold": threshold,
+                 "point_ok": point_ok, "strict": rule.strict, "level": 1 - rule.alpha}
+        inconclusive = Outcome.FAIL if rule.strict else Outcome.INCONCLUSIVE  # --strict-ci fails an undecided check
+        found = self._why_inconclusive(bound, reference, others or {}, rule)
+        if found:
+            code, why = found
+            return Decision(inconclusive, code, judged, facts | why)
         if rule.point_estimate:
-            return Verdict(outcome="pass" if point_ok else "fail", reason=verdict_text,
-                           **judged | {"decided_by": "point-estimate"})
+            return Decision(Outcome.PASS if point_ok else Outcome.FAIL, Code.POINT_ESTIMATE,
+                            judged | {"decided_by": "point-estimate"}, facts)
+        lean = "pass" if point_ok else "fail"
         if interval is None or not interval[1] > interval[0]:
-            why = (f"{self.metric} has no interval here ({estimate.method})" if interval is None else
-                   f"its {level} interval has zero width ({estimate.method}): no spread to tell chance from effect")
-            reason = f"inconclusive (no interval, leans {'pass' if point_ok else 'fail'}): {verdict_text}, but {why}"
-            if rule.strict:
-                return Verdict(outcome="fail", reason=reason + "; --strict-ci fails an inconclusive check", **judged)
-            return Verdict(outcome="inconclusive", reason=reason, **judged | {"lean": "pass" if point_ok else "fail"})
-        low, high = interval
-        passes = good(low) and good(high)
-        fails = not good(low) and not good(high)
-        why = f"the {level} interval of the {'difference' if relative else 'value'} reaches past the bound"
+            code = Code.NO_INTERVAL if interval is None else Code.ZERO_WIDTH_INTERVAL
+            # An undecided verdict leans; a failed one (--strict-ci) does not, though its reason says the lean.
+            return Decision(inconclusive, code, judged if rule.strict else judged | {"lean": lean},
+                            facts | {"lean": lean})
+        passes = good(interval[0]) and good(interval[1])
+        fails = not good(interval[0]) and not good(interval[1])
+        code = Code.UNDERPOWERED
         if fails and p_adjusted is not None and p_adjusted > rule.alpha:
             # Holm across the checkpoint's checks: a FAIL must survive the family's correction. A PASS needs
             # none: the checkpoint passes only if every check does (an intersection-union test at alpha).
-            fails = False
-            why = (f"its Holm-adjusted p = {p_adjusted:.3g} > alpha {rule.alpha:g} across the checkpoint's checks "
-                   f"(a fail is corrected for the checkpoint's other checks)")
+            fails, code = False, Code.HOLM_NOT_SIGNIFICANT
         if passes or fails:
-            return Verdict(outcome="pass" if passes else "fail", reason=verdict_text,
-                           **judged | {"decided_by": "interval"})
+            return Decision(Outcome.PASS if passes else Outcome.FAIL, Code.DECIDED,
+                            judged | {"decided_by": "interval"}, facts)
         needed = estimate.needed(threshold, rule.alpha, rule.power)
-        more = f"~{needed} items would decide it" if needed else "its value sits on the bound"
-        lean = "pass" if point_ok else "fail"
-        reason = f"inconclusive (underpowered, leans {lean}): {verdict_text}, but {why}; {more}"
-        if rule.strict:
-            reason += "; --strict-ci fails an inconclusive check"
-        return Verdict(outcome="fail" if rule.strict else "inconclusive", reason=reason,
-                       **judged | {"lean": lean, "n_needed": needed})
+        return Decision(inconclusive, code, judged | {"lean": lean, "n_needed": needed}, facts)
 
     def _verdict_fields(self, rule: DecisionRule) -> dict:
         return dict(
@@ -292,8 +347,10 @@ class Check:
         """The verdict on the reference model `role` itself where this check
         would compare it with itself: not applicable (shown as skipped), never
         a pass on a difference of 0 by construction."""
-        return Verdict(outcome="skip", reason=f"n/a (reference): this checkpoint is the run's {role} model, "
-                       f"{why or f'the yardstick of this check'}", **self._verdict_fields(rule))
+        decision = Decision(Outcome.SKIP, Code.REFERENCE_ITSELF, self._verdict_fields(rule),
+                            {"role": role, "why": why or "the yardstick of this check"})
+        return Verdict(outcome=decision.outcome, code=decision.code, reason=explain(self, decision),
+                       **decision.fields)
 
     def power(self, references: Mapping[str, Mapping[str, MetricResult | Unavailable] | None],
               rule: DecisionRule = DecisionRule()) -> dict | None:
@@ -333,42 +390,121 @@ class Check:
                 "n_needed": estimate.needed(bound, rule.alpha, rule.power) if underpowered else None,
                 "power": rule.power, "clusters": estimate.clusters}
 
-    def _why_inconclusive(self, bound: float, reference, others, rule: DecisionRule) -> tuple[str, str] | None:
-        """(why this bound cannot separate good from bad checkpoints, what would let it), or None."""
-        more_data = (f"Use data the {self.relative_to or 'checkpoint'} model can answer, more in-context examples "
-                     f"(dusk: --suite-option dusk.icl_shots=N) or more items")
-        forgettable = "An evaluation of forgetting needs data the full model answers"
+    def _why_inconclusive(self, bound: float, reference, others, rule: DecisionRule) -> tuple[Code, dict] | None:
+        """(why this bound cannot separate good from bad checkpoints, its numbers), or None."""
         if self.scale is not None:
             low, high = self.scale
             could_not_fail = bound <= low if self.direction == "at_least" else bound >= high
             could_not_pass = bound > high if self.direction == "at_least" else bound < low
             if could_not_fail or could_not_pass:
-                end = "floor" if bound <= low else "ceiling"
-                return (f"the bound is at or past the {end} of {self.metric}'s scale [{low:g}, {high:g}], so no "
-                        f"checkpoint could {'fail' if could_not_fail else 'pass'}"), more_data
+                return Code.BOUND_AT_SCALE_END, {"end": "floor" if bound <= low else "ceiling",
+                                                 "could_not": "fail" if could_not_fail else "pass"}
         share = self.requires.get("reference_answers_at_least")
         yardstick = reference[self.metric] if reference else None
         if share is not None and yardstick is not None and yardstick.per_item:
             answered = sum(v > 0 for v in yardstick.per_item.values()) / len(yardstick.per_item)
             if answered < share:
-                return (f"the {self.relative_to} model answers {answered:.0%} of the items (scores above 0), under "
-                        f"the {share:.0%} this check requires to tell kept from lost"), more_data
+                return Code.REFERENCE_ANSWERS_TOO_FEW, {"answered": answered, "required": share}
         floor = self.requires.get("full_at_least")
         full = (others.get("full") or {}).get(self.metric) if floor is not None else None
         if isinstance(full, MetricResult) and _finite(full) and full.value < floor:
-            return (f"the full model scores {full.value:.4g} on {self.metric}, under the {floor:g} this check "
-                    f"requires: it holds nothing to forget"), f"{forgettable} (or a stronger full model)"
+            return Code.NOTHING_TO_FORGET, {"full": full.value, "required": floor}
         role = self.requires.get("separated_from")
         other = (others.get(role) or {}).get(self.metric) if role else None
         if isinstance(other, MetricResult) and isinstance(yardstick, MetricResult) and _finite(other):
             gap = difference_estimate(other, yardstick)
             interval = gap.interval(rule.alpha) or (gap.value, gap.value)
             if interval[0] <= 0 <= interval[1]:
-                return (f"the {role} and {self.relative_to} models are indistinguishable on {self.metric}: the "
-                        f"{100 * (1 - rule.alpha):.4g}% interval of their difference, {gap.value:+.4g} "
-                        f"[{interval[0]:.4g}, {interval[1]:.4g}, {gap.method}], contains 0, so the data cannot show "
-                        f"forgetting"), f"{forgettable} better than the {self.relative_to} model, or more items"
+                return Code.REFERENCES_INDISTINGUISHABLE, {"other": role, "gap": gap.value, "gap_ci": interval,
+                                                           "gap_method": gap.method}
         return None
+
+
+def explain(check: Check, decision: Decision) -> str:
+    """A verdict's reason in words: what was measured, against which bound,
+    and why that decided it or did not."""
+    f, facts, code, metric = decision.fields, decision.facts, decision.code, check.metric
+    simple = {
+        Code.NEEDS_REFERENCE: lambda: (f"needs --{check.relative_to}-model: the bound is relative to the "
+                                       f"{check.relative_to} model"),
+        Code.METRIC_UNAVAILABLE: lambda: f"{metric} unavailable: {facts['why']}",
+        Code.NOT_GATED: lambda: (f"{metric} = {f['value']:.4g}, reported, not gated: this check is off by default; "
+                                 f"a --thresholds file with `{check.suite}: {{{check.name}: {{enabled: true}}}}` "
+                                 "gates it"),
+        Code.NOT_FINITE: lambda: (f"{metric} is not a finite number ({facts['value']}, CI {facts['ci']}): the "
+                                  "checkpoint's scores are broken"),
+        Code.REFERENCE_UNAVAILABLE: lambda: f"{metric} unavailable on the {check.relative_to} model: {facts['why']}",
+        Code.REFERENCE_NOT_FINITE: lambda: (f"{metric} on the {check.relative_to} model is not a finite number "
+                                            f"({facts['value']}): the yardstick is broken"),
+        Code.REFERENCE_ITSELF: lambda: f"n/a (reference): this checkpoint is the run's {facts['role']} model, "
+                                       f"{facts['why']}",
+    }
+    if code in simple:
+        return simple[code]()
+    op = ">=" if check.direction == "at_least" else "<="
+    level = f"{100 * facts['level']:.4g}%"
+    strict = "; --strict-ci fails an inconclusive check" if facts["strict"] else ""
+    measured = f"{metric} = {f['value']:.4g} [95% CI {f['ci'][0]:.4g}, {f['ci'][1]:.4g}; n={f['n']}]"
+    bound_text = _bound_text(check, f["bound"], facts)
+    if code.cannot_separate:
+        why_not, advice = _why_not_separated(check, code, facts, level)
+        return f"inconclusive: {measured} against {op} {bound_text}: {why_not}. {advice}{strict}"
+    verdict_text = f"{measured} {'' if facts['point_ok'] else 'not '}{op} {bound_text}"
+    relative = f["relative_to"] is not None
+    if relative:
+        interval = f["decision_ci"]
+        spread = f" [{level} CI {interval[0]:.4g}, {interval[1]:.4g}, {f['interval']}]" if interval else ""
+        verdict_text += (f"; difference from {check.relative_to} {f['difference']:+.4g}{spread}, held to "
+                         f"{op} {facts['threshold']:+.4g}")
+    if code in (Code.POINT_ESTIMATE, Code.DECIDED):
+        return verdict_text
+    if code in (Code.NO_INTERVAL, Code.ZERO_WIDTH_INTERVAL):
+        why = (f"{metric} has no interval here ({f['interval']})" if code is Code.NO_INTERVAL else
+               f"its {level} interval has zero width ({f['interval']}): no spread to tell chance from effect")
+        return f"inconclusive (no interval, leans {facts['lean']}): {verdict_text}, but {why}{strict}"
+    why = (f"its Holm-adjusted p = {f['p_adjusted']:.3g} > alpha {f['alpha']:g} across the checkpoint's checks "
+           "(a fail is corrected for the checkpoint's other checks)" if code is Code.HOLM_NOT_SIGNIFICANT else
+           f"the {level} interval of the {'difference' if relative else 'value'} reaches past the bound")
+    more = f"~{f['n_needed']} items would decide it" if f["n_needed"] else "its value sits on the bound"
+    return f"inconclusive (underpowered, leans {f['lean']}): {verdict_text}, but {why}; {more}{strict}"
+
+
+def _bound_text(check: Check, bound: float, facts: dict) -> str:
+    form = facts["form"]
+    if form is BoundForm.ABSOLUTE:
+        return f"{bound:.4g}"
+    if form is BoundForm.NO_REFERENCE:
+        return f"{bound:.4g} (no --{check.relative_to}-model: the check's absolute bound)"
+    sign = "-" if check.direction == "at_least" else "+"
+    relative = (f"{facts['relative_bound']:.4g} ({check.relative_to} {facts['yardstick']:.4g} {sign} "
+                f"{check.margin:g})")
+    if form is BoundForm.OR_BOUND_LOOSER:
+        return f"{check.or_bound:.4g} (the check's absolute bound, looser than {relative})"
+    if form is BoundForm.RELATIVE_LOOSER:
+        return f"{relative}, looser than the check's absolute bound {check.or_bound:.4g}"
+    return relative
+
+
+def _why_not_separated(check: Check, code: Code, facts: dict, level: str) -> tuple[str, str]:
+    """(why the bound cannot separate checkpoints, what would let it)."""
+    more_data = (f"Use data the {check.relative_to or 'checkpoint'} model can answer, more in-context examples "
+                 f"(dusk: --suite-option dusk.icl_shots=N) or more items")
+    forgettable = "An evaluation of forgetting needs data the full model answers"
+    if code is Code.BOUND_AT_SCALE_END:
+        low, high = check.scale
+        return (f"the bound is at or past the {facts['end']} of {check.metric}'s scale [{low:g}, {high:g}], so no "
+                f"checkpoint could {facts['could_not']}"), more_data
+    if code is Code.REFERENCE_ANSWERS_TOO_FEW:
+        return (f"the {check.relative_to} model answers {facts['answered']:.0%} of the items (scores above 0), "
+                f"under the {facts['required']:.0%} this check requires to tell kept from lost"), more_data
+    if code is Code.NOTHING_TO_FORGET:
+        return (f"the full model scores {facts['full']:.4g} on {check.metric}, under the {facts['required']:g} "
+                f"this check requires: it holds nothing to forget"), f"{forgettable} (or a stronger full model)"
+    low, high = facts["gap_ci"]
+    return (f"the {facts['other']} and {check.relative_to} models are indistinguishable on {check.metric}: the "
+            f"{level} interval of their difference, {facts['gap']:+.4g} [{low:.4g}, {high:.4g}, "
+            f"{facts['gap_method']}], contains 0, so the data cannot show forgetting"), \
+        f"{forgettable} better than the {check.relative_to} model, or more items"
 
 
 def power_line(power: dict) -> str:

@@ -255,3 +255,40 @@ def test_a_skipped_relative_check_keeps_the_form_of_its_bound(tmp_path):
     check = load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)["leak_like_retain"]
     verdict = check.judge({"leak": Unavailable("leak", "no such subset")}, {"leak": result("leak", 0.1)})
     assert verdict.outcome == "skip" and verdict.relative_to == "retain" and verdict.margin == 0.05
+
+
+def test_the_decision_is_a_code_and_numbers_and_its_words_come_after(tmp_path):
+    """Decide, then explain: `decide` returns the outcome, a code and the
+    numbers (no prose); `judge` adds the reason `explain` words from them; the
+    report's record holds outcome and code as plain strings."""
+    import json
+
+    from unlearnbench.thresholds import Code, Decision, Outcome, explain
+
+    gate = load_suite_thresholds(write(tmp_path, GOOD), "demo", METRICS)
+    score, leak = gate["score_high"], gate["leak_like_retain"]
+    cases = [
+        (score, {"score": result("score", 0.6, ci=(0.55, 0.65))}, None, DecisionRule(), Outcome.PASS, Code.DECIDED),
+        (score, {"score": result("score", 0.4, ci=(0.35, 0.45))}, None, DecisionRule(), Outcome.FAIL, Code.DECIDED),
+        (score, {"score": result("score", 0.6, ci=(0.45, 0.75))}, None, DecisionRule(), Outcome.INCONCLUSIVE,
+         Code.UNDERPOWERED),
+        (score, {"score": result("score", 0.6, ci=(0.45, 0.75))}, None, DecisionRule(strict=True), Outcome.FAIL,
+         Code.UNDERPOWERED),
+        (score, {"score": result("score", 0.6)}, None, DecisionRule(), Outcome.INCONCLUSIVE, Code.NO_INTERVAL),
+        (score, {"score": result("score", 0.4)}, None, POINT, Outcome.FAIL, Code.POINT_ESTIMATE),
+        (score, {"score": result("score", float("nan"))}, None, POINT, Outcome.FAIL, Code.NOT_FINITE),
+        (leak, {"leak": result("leak", 0.1)}, None, POINT, Outcome.SKIP, Code.NEEDS_REFERENCE),
+        (leak, {"leak": result("leak", 0.1)}, {"leak": result("leak", float("inf"))}, POINT, Outcome.FAIL,
+         Code.REFERENCE_NOT_FINITE),
+    ]
+    for check, metrics, reference, rule, outcome, code in cases:
+        decision = check.decide(metrics, reference, rule=rule)
+        assert isinstance(decision, Decision) and (decision.outcome, decision.code) == (outcome, code), code
+        assert not any(isinstance(v, str) and " " in v for v in decision.fields.values() if v is not None
+                       and v not in (check.rationale,)), decision.fields  # numbers and names, no sentences
+        verdict = check.judge(metrics, reference, rule=rule)
+        assert (verdict.outcome, verdict.code, verdict.reason) == (outcome, code, explain(check, decision))
+        record = json.loads(json.dumps(verdict.to_dict()))
+        assert (record["outcome"], record["code"]) == (outcome.value, code.value)
+        assert type(verdict.to_dict()["outcome"]) is str and type(verdict.to_dict()["code"]) is str
+    assert Outcome.PASS == "pass" and f"{Outcome.INCONCLUSIVE}" == "inconclusive"

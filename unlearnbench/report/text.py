@@ -19,7 +19,8 @@ NOT_PASSING = ("fail", "error", "inconclusive")
 # The decision fields of a judged row (docs/verdicts.md), as the verdict holds them.
 DECISION_FIELDS = ("difference", "difference_ci_low", "difference_ci_high", "reference_value", "reference_ci_low",
                    "reference_ci_high", "kind", "interval", "clusters", "n_effective", "p_value", "p_below",
-                   "p_adjusted", "decided_by", "lean", "mde", "n_needed", "rule", "alpha", "power", "correction")
+                   "p_adjusted", "decided_by", "code", "lean", "mde", "n_needed", "rule", "alpha", "power",
+                   "correction")
 FLAT_FIELDS = ("checkpoint", "series", "step", "role", "checkpoint_verdict", "suite", "metric", "value", "ci_low", "ci_high",
                "ci_half_width", "n", "check", "axis", "direction", "bound", "outcome", "retain_fails_too",
                *DECISION_FIELDS, "reason")
