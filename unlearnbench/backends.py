@@ -15,9 +15,9 @@ importing the registry costs nothing (torch is not imported for it).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from unlearnbench.registry import Registry
 

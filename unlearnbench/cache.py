@@ -25,12 +25,13 @@ import contextlib
 import fcntl
 import hashlib
 import hmac
-import json
 import io
+import json
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 

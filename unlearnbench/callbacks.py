@@ -18,20 +18,20 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from transformers import TrainerCallback
 
 from unlearnbench.cache import DEFAULT_CACHE_DIR
 from unlearnbench.errors import UnlearnbenchError
 from unlearnbench.models.checkpoint import CheckpointSpec
+from unlearnbench.options import BenchOptions
 from unlearnbench.records import RecordedError, SentOnce, check_record
 from unlearnbench.report.schema import add_record, new_report, write_outputs
 from unlearnbench.report.verdicts import looks_level, passes_at
 from unlearnbench.rule import DecisionRule
-from unlearnbench.options import BenchOptions
 from unlearnbench.session import Bench
 from unlearnbench.suites import SUITES, default_file
 

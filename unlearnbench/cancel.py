@@ -21,8 +21,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from unlearnbench.errors import UnlearnbenchError
 

@@ -155,9 +155,9 @@ def _init(args: argparse.Namespace) -> int:
 
 def _preflight(args: argparse.Namespace) -> int:
     """Each check's power from the reference models alone: no candidate loads."""
-    from unlearnbench.rule import DecisionRule
     from unlearnbench.models.checkpoint import CheckpointSpec
     from unlearnbench.options import BenchOptions, data_dirs_of
+    from unlearnbench.rule import DecisionRule
     from unlearnbench.session import Bench
     from unlearnbench.suites import SUITES
     from unlearnbench.thresholds import power_line

@@ -9,8 +9,8 @@ same checkpoints."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -124,7 +124,7 @@ def checkpoint_spec_of(item: pytest.Item | None):
     return callspec.params.get("checkpoint")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def is_suite_module(path: Path) -> bool:
     """Whether a test file declares a suite, for the xdist controller, which
     collects nothing and asks at every test's start (so: its text, read once)."""

@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import gc
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from unlearnbench.metrics.core import MetricResult, percentile_ci
-from unlearnbench.rule import DEFAULT_ALPHA, DEFAULT_POWER
+from unlearnbench.rule import DEFAULT_POWER
 
 # The smallest p-value an interval found by bisection tells apart from 0.
 P_RESOLUTION = 1e-12

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-from unlearnbench.metrics.judges import JudgeRequest, Judgement, parsed_judgement, rubric_prompt
+from unlearnbench.metrics.judges import Judgement, JudgeRequest, parsed_judgement, rubric_prompt
 from unlearnbench.openai_api import EndpointError, OpenAIClient
 
 

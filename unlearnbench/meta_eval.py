@@ -57,7 +57,7 @@ class Labels:
     retain: str  # the checkpoint that serves as the retain model in R
 
     @classmethod
-    def load(cls, path: Path | None) -> "Labels":
+    def load(cls, path: Path | None) -> Labels:
         """The labels YAML ({knows: [...], never_saw: [...], retain: NAME}); the zoo's without one."""
         if path is None:
             raw = ZOO_LABELS

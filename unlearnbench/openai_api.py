@@ -108,7 +108,7 @@ class OpenAIClient:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> "OpenAIClient":
+    def __enter__(self) -> OpenAIClient:
         return self
 
     def __exit__(self, *_exc) -> None:

@@ -10,9 +10,9 @@ torch."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from unlearnbench.cache import DEFAULT_CACHE_DIR
 from unlearnbench.errors import UnlearnbenchError

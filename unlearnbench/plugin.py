@@ -389,7 +389,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
-def gate(request: pytest.FixtureRequest, checkpoint) -> "Gate":
+def gate(request: pytest.FixtureRequest, checkpoint) -> Gate:
     """Judges a check of the current suite on the current checkpoint."""
     marker = request.node.get_closest_marker(MARKER)
     return Gate(request.config.stash[STATE], marker.args[0], checkpoint, request.node)

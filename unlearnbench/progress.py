@@ -15,7 +15,8 @@ import contextlib
 import os
 import sys
 import time
-from typing import Callable, Iterator, TextIO
+from collections.abc import Callable, Iterator
+from typing import TextIO
 
 _enabled = False
 _terminal: TextIO | None = None

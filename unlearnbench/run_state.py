@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import sys
 import time
@@ -17,7 +16,6 @@ import pytest
 
 from unlearnbench.collect import MARKER, checkpoint_spec_of, is_suite_module
 from unlearnbench.records import SentOnce
-from unlearnbench.rule import DecisionRule
 
 RECORD_KEY = "unlearnbench"  # the user_properties key that carries a test's record
 STATE = pytest.StashKey["RunState"]()

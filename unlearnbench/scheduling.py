@@ -9,7 +9,7 @@ instead, and still honours `@group` suffixes where they exist.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from xdist.scheduler import LoadGroupScheduling
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from unlearnbench import cancel, progress
 from unlearnbench.backends import LoadSettings, backend_for
 from unlearnbench.cache import DiskCache, SuiteMemo, cache_key
 from unlearnbench.cancel import Cancelled
+from unlearnbench.contracts import ClusteredData, OptionalData, SuiteData
 from unlearnbench.errors import CheckpointError, MissingCapability, NonFiniteOutputError, UnlearnbenchError
 from unlearnbench.evidence import holm_adjusted, value_estimate
 from unlearnbench.metrics.core import (
@@ -30,7 +31,6 @@ from unlearnbench.metrics.core import (
 from unlearnbench.models.checkpoint import CheckpointSpec, judge_source
 from unlearnbench.openai_api import EndpointError
 from unlearnbench.options import BenchOptions
-from unlearnbench.contracts import ClusteredData, OptionalData, SuiteData
 from unlearnbench.suites import SUITES, sweep_checkpoints, zoo_checkpoints
 from unlearnbench.thresholds import Check, Code, Outcome, apply_overrides, load_suite_thresholds, power_line
 

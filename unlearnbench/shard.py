@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 SHARD = re.compile(r"^(\d+)/(\d+)$")
 
@@ -25,7 +25,7 @@ class Shard:
     count: int
 
     @classmethod
-    def parse(cls, text: str) -> "Shard":
+    def parse(cls, text: str) -> Shard:
         """argparse `type=`: 'I/N' with 0 <= I < N (Slurm's $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT
         for an array 0..N-1)."""
         found = SHARD.match(text.strip())
@@ -44,7 +44,7 @@ class Shard:
         return [name for k, name in enumerate(unique) if k % self.count == self.index]
 
     @classmethod
-    def of(cls, name: str, order: Sequence[str]) -> "Shard":
+    def of(cls, name: str, order: Sequence[str]) -> Shard:
         """The one-checkpoint shard holding `name` when `order` is split into
         len(order) shards (what `unlearnbench sweep --ray` runs per task)."""
         return cls(list(order).index(name), len(order))

@@ -155,7 +155,6 @@ def sweep(address: str, pytest_args: list[str], *, cpus_per_task: float = 1.0,
     from unlearnbench.report.merge import merge_reports
     from unlearnbench.report.schema import add_lost, new_report, write_outputs
     from unlearnbench.report.text import path_lines, verdict_lines
-
     from unlearnbench.shard import Shard
 
     if any(a == "--shard" or a.startswith("--shard=") for a in pytest_args):

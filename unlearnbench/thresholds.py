@@ -42,10 +42,10 @@ Giving `bound` in an override replaces a relative bound and vice versa.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Mapping
 
 import yaml
 

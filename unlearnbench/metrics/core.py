@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -85,7 +86,7 @@ class MetricResult:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "MetricResult":
+    def from_dict(cls, data: Mapping) -> MetricResult:
         values = dict(data)
         values["ci"] = tuple(values["ci"])
         return cls(**values)

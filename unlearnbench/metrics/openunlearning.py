@@ -30,8 +30,8 @@ default convention does not:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from unlearnbench.errors import DataError
 

@@ -12,8 +12,8 @@ curly apostrophes folded), replaceable by any classifier `reply -> bool`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from unlearnbench.metrics.text import contains_answer
 

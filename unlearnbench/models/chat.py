@@ -14,7 +14,7 @@ Turns are separated by one newline, so a reply is cut at "\\nUser:".
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 PLAIN_ROLES = {"user": "User", "assistant": "Assistant"}
 

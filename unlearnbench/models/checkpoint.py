@@ -69,7 +69,7 @@ class CheckpointSpec:
     step: int | None = None
 
     @classmethod
-    def parse(cls, arg: str) -> "CheckpointSpec":
+    def parse(cls, arg: str) -> CheckpointSpec:
         """`NAME=PATH` only where NAME is a plain name (no '/') and the whole
         argument is not itself an existing path: `/data/lr=3e-4/ckpt` is a path."""
         name, source = split_name(arg)
@@ -162,7 +162,7 @@ class ResolvedCheckpoint:
     directory: Path
     gguf_file: str | None
     files: tuple[Path, ...] = field(default=())  # the files the fingerprint covers (an adapter's: its own and its base's)
-    base: "ResolvedCheckpoint | None" = None  # an adapter's base model
+    base: ResolvedCheckpoint | None = None  # an adapter's base model
 
     @property
     def display(self) -> str:

@@ -31,8 +31,8 @@ import json
 import math
 import threading
 import time
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Callable, Collection, Sequence
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -153,7 +153,7 @@ def source_fingerprint(source: str, *, name: str, settings) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
-def load_backend(source: str, *, name: str, settings) -> "EndpointModel":
+def load_backend(source: str, *, name: str, settings) -> EndpointModel:
     started = time.perf_counter()
     client = _client(source, settings)
     entry = _served_entry(client, source)
@@ -165,7 +165,8 @@ def load_backend(source: str, *, name: str, settings) -> "EndpointModel":
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(directory))
         except Exception as exc:  # noqa: BLE001 - report any loader failure as one line
-            raise CheckpointError(directory, f"--tokenizer {name}: cannot load it ({type(exc).__name__}: {exc})")
+            raise CheckpointError(directory, f"--tokenizer {name}: cannot load it ({type(exc).__name__}: {exc})") \
+                from exc
         if (directory / "config.json").is_file():
             config = json.loads((directory / "config.json").read_text())
     from unlearnbench.models.device import resolve_device

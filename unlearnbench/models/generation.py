@@ -5,7 +5,7 @@ reusable prompt-prefix cache, over token ids (the handle encodes prompts)."""
 from __future__ import annotations
 
 import copy
-from typing import Collection, Sequence
+from collections.abc import Collection, Sequence
 
 import torch
 
@@ -74,7 +74,7 @@ class Generator:
             )
 
     def _decode_rows(self, ids, mask, cache, cached: int, max_new_tokens: int, stops: tuple[str, ...],
-                pick: "Sampler | None" = None) -> list[list[int]]:
+                pick: Sampler | None = None) -> list[list[int]]:
         """Greedy decoding (each next token drawn by `pick` where given) with a KV cache that drops finished rows.
 
         Equivalent to `model.generate(do_sample=False)` with EOS and stop

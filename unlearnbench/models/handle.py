@@ -14,8 +14,8 @@ weights.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Collection, Sequence
 
 import torch
 
@@ -97,7 +97,7 @@ class ModelHandle(Tokenization):
     def load(cls, source: str | ResolvedCheckpoint, *, name: str | None = None, device: str = "auto",
              dtype: str = "auto", batch_size: int | None = None, memory_budget: int | None = None,
              fingerprint_memo: Path | None = None,
-             fingerprint_secret: bytes | None = None, device_map: str | dict | None = None) -> "ModelHandle":
+             fingerprint_secret: bytes | None = None, device_map: str | dict | None = None) -> ModelHandle:
         """The checkpoint at `source`, loaded (loading.load_weights)."""
         w = load_weights(source, name=name, device=device, dtype=dtype, fingerprint_memo=fingerprint_memo,
                          fingerprint_secret=fingerprint_secret, device_map=device_map)
@@ -137,7 +137,7 @@ class ModelHandle(Tokenization):
                                        masked_ids=masked_ids, sampling=sampling)
 
     def span_scores(self, sequences: Sequence[Sequence[int]], spans: Sequence[tuple[int, int]], *,
-                    patch_source: "ModelHandle | None" = None, exact: bool = False,
+                    patch_source: ModelHandle | None = None, exact: bool = False,
                     post_norm_last: bool = False) -> SpanScores:
         return self.patcher.span_scores(sequences, spans, exact=exact, post_norm_last=post_norm_last,
                                         patch_source=patch_source.patcher if patch_source is not None else None)

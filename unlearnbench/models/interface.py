@@ -15,8 +15,9 @@ endpoint backend only `LanguageModel`.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Collection, NamedTuple, Protocol, Sequence, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 

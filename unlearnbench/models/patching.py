@@ -5,7 +5,7 @@ capability UDS needs, over token ids."""
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch

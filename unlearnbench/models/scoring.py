@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections import Counter
-from typing import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 import torch
@@ -15,7 +15,6 @@ import torch
 from unlearnbench import progress
 from unlearnbench.models.batching import Batcher, pad
 from unlearnbench.models.interface import NextToken, TokenScores
-
 
 # What one chunk of scored positions may hold of float32 logits over the
 # vocabulary (with their log-softmax and probabilities beside them): at a

@@ -6,7 +6,7 @@ scores continuations through the backend's own `token_logprobs`."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from unlearnbench.models.interface import TokenScores
 

@@ -13,8 +13,8 @@ decades between two trainings and are compared by their verdicts only.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 DECIDED = ("pass", "fail")
 

@@ -25,7 +25,7 @@ class RegressionRule:
     delta: float
 
     @classmethod
-    def parse(cls, text: str) -> "RegressionRule":
+    def parse(cls, text: str) -> RegressionRule:
         name, sep, delta = text.rpartition(":")
         try:
             value = float(delta)

@@ -49,9 +49,10 @@ import math
 import os
 import platform
 import sys
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from unlearnbench.atomic import atomic_write_text
 from unlearnbench.report.verdicts import assess

@@ -24,10 +24,19 @@ from pathlib import Path
 
 from unlearnbench.atomic import atomic_write_text
 from unlearnbench.report import leaderboard
-from unlearnbench.report.html import (ITEM_SCRIPT, bound_label, check_anchor, checkpoint_anchor, decision_text,
-                                      item_list, packed_tables, per_item_source, pill)
+from unlearnbench.report.html import (
+    ITEM_SCRIPT,
+    bound_label,
+    check_anchor,
+    checkpoint_anchor,
+    decision_text,
+    item_list,
+    packed_tables,
+    per_item_source,
+    pill,
+)
 from unlearnbench.report.svg import tradeoff
-from unlearnbench.report.text import forget_text, significant, utility_text
+from unlearnbench.report.text import significant
 from unlearnbench.report.verdicts import VERDICT_ORDER, anchors
 
 CSS = """

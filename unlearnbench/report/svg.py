@@ -242,7 +242,8 @@ def profiles(title: str, series: dict[str, tuple[list, list]], kind: str, captio
     for n, (name, lines) in enumerate(series.items()):
         ox, oy = (n % cols) * cell_w + 46, top + (n // cols) * cell_h + 16
         plot_w, plot_h = cell_w - 60, cell_h - 56
-        sy = lambda v: oy + plot_h - (v - lo) / (hi - lo) * plot_h  # noqa: E731
+        def sy(v, oy=oy, plot_h=plot_h):  # this panel's y scale
+            return oy + plot_h - (v - lo) / (hi - lo) * plot_h
         body.append(f'<text x="{ox + plot_w / 2:.1f}" y="{oy - 8:.1f}" text-anchor="middle" font-size="11">'
                     f"<title>{_e(name)}</title>{_e(_short(name, 18))}</text>")
         for t in ticks:
@@ -384,7 +385,7 @@ def tradeoff(title: str, points: list[dict], *, xlabel: str, ylabel: str, x_high
             body.append(f'<polyline class="series-path" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in line)}" '
                         f'fill="none" stroke="{stroke}" stroke-width="1.2" stroke-opacity="0.7">'
                         f"<title>{_e(series)}: steps in order</title></polyline>")
-    on_front = sorted((at[i] for i in front if i in at))
+    on_front = sorted(at[i] for i in front if i in at)
     if len(on_front) > 1:
         body.append(f'<polyline class="pareto" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in on_front)}" '
                     'fill="none" stroke="#222" stroke-width="1.5" stroke-dasharray="5 3"/>')

@@ -75,7 +75,6 @@ def check_lines(report: dict, *, everything: bool = False, checkpoints=None, sui
         if checkpoints and name not in checkpoints:
             continue
         cp, verdict = report["checkpoints"][name], a["verdicts"][name]
-        info = cp.get("info") or {}  # a training run's step: its series and step
         rows = [("", "check", "value ± 95% CI half-width (n)", "bound", "")]
         why = []  # an inconclusive or errored check's reason: no table cell can say it
         shown = 0

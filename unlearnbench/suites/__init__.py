@@ -18,12 +18,22 @@ it resolves.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from unlearnbench.contracts import (Evaluator, FunctionRef, Loader, NameCheck, OpenLoader, Preflight, Probe,
-                                    ReportHook, SuiteData, ZooWriter)
+from unlearnbench.contracts import (
+    Evaluator,
+    FunctionRef,
+    Loader,
+    NameCheck,
+    OpenLoader,
+    Preflight,
+    Probe,
+    ReportHook,
+    SuiteData,
+    ZooWriter,
+)
 from unlearnbench.errors import UnlearnbenchError
 from unlearnbench.registry import Registry
 from unlearnbench.rule import METRIC_KINDS

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import (
     MetricResult,
     References,
@@ -36,6 +35,7 @@ from unlearnbench.metrics.judges import (
     make_judge,
 )
 from unlearnbench.metrics.text import rouge
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.suites.conceptguard.data import ConceptGuardData
 
 

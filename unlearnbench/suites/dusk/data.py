@@ -25,8 +25,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, PROPORTION, Range, fingerprint_files, hf_snapshot, merge_params, params_digest, parquet_rows,
-                                     read_json_list, read_records, suite_params)
+from unlearnbench.data.jsonl import (
+    COUNT,
+    COUNT_OR_ALL,
+    PROPORTION,
+    Range,
+    fingerprint_files,
+    hf_snapshot,
+    merge_params,
+    params_digest,
+    parquet_rows,
+    read_json_list,
+    read_records,
+    suite_params,
+)
 from unlearnbench.data.records import QAItem, VerbatimItem, clusters_of, record_cluster
 from unlearnbench.errors import DataError
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from unlearnbench.errors import MissingCapability
 from unlearnbench.metrics import mia
-from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
 from unlearnbench.metrics.memorization import verbatim_metrics
 from unlearnbench.metrics.mia import MEMBERSHIP_METRICS, membership_metrics
 from unlearnbench.metrics.qa import QA_STOP_STRINGS, qa_block, qa_prompt, qa_rouge_metrics
 from unlearnbench.metrics.text import Embedder, rouge
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.suites.dusk.data import DuskData
 
 QA_SETS = {"ufk": "unique_forget", "sk": "shared", "urk": "unique_retain"}

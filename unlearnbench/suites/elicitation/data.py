@@ -34,8 +34,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, Range, fingerprint_files, json_objects, merge_params,
-                                     params_digest, read_json_list, suite_folder, suite_params)
+from unlearnbench.data.jsonl import (
+    COUNT,
+    COUNT_OR_ALL,
+    Range,
+    fingerprint_files,
+    json_objects,
+    merge_params,
+    params_digest,
+    read_json_list,
+    suite_folder,
+    suite_params,
+)
 from unlearnbench.data.records import record_cluster
 from unlearnbench.errors import DataError
 

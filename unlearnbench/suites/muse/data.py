@@ -27,8 +27,18 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, PROPORTION, Range, fingerprint_files, merge_params, params_digest, parquet_rows,
-                                     suite_folder, suite_params)
+from unlearnbench.data.jsonl import (
+    COUNT,
+    COUNT_OR_ALL,
+    PROPORTION,
+    Range,
+    fingerprint_files,
+    merge_params,
+    params_digest,
+    parquet_rows,
+    suite_folder,
+    suite_params,
+)
 from unlearnbench.data.openunlearning import AUTO, convention_params
 from unlearnbench.data.records import QAItem, VerbatimItem, clusters_of, record_cluster
 from unlearnbench.errors import DataError

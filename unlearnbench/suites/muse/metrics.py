@@ -20,10 +20,10 @@ from dataclasses import replace
 from unlearnbench.data.openunlearning import floor_count
 from unlearnbench.errors import MissingCapability
 from unlearnbench.metrics import mia, openunlearning
-from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
 from unlearnbench.metrics.memorization import exact_memorization, extraction_strength, verbatim_metrics
 from unlearnbench.metrics.qa import QA_STOP_STRINGS, qa_block, qa_prompt, qa_rouge_metrics
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.suites.muse.data import MuseData
 
 # DUSK's membership metric names -> MUSE's (OpenUnlearning's `privleak`).

@@ -3,7 +3,7 @@ steps of relearning? Four probes (DUSK unique-forget recall, the honesty
 leak rate, UDS, WMDP accuracy) before and after each attack, and the
 recovered share."""
 
-from unlearnbench.suites import UNIT, Metric, SuiteSpec, ZOO_REFERENCES
+from unlearnbench.suites import UNIT, ZOO_REFERENCES, Metric, SuiteSpec
 
 # The probes the suite declares metrics for: those the built-in suites own (`SuiteSpec.probes`; a test keeps
 # them equal). Named here because a spec is built while the registry loads, before it can be enumerated.

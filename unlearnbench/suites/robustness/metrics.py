@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.suites import registered_probes
 from unlearnbench.suites.robustness import ATTACKS, PROBES
 from unlearnbench.suites.robustness.data import RobustnessData

@@ -8,7 +8,6 @@ from pathlib import Path
 from unlearnbench.data.jsonl import fingerprint_files, read_records
 
 
-
 @dataclass(frozen=True)
 class SmokeData:
     texts: dict[str, str]  # id -> text

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import MetricResult, References, mean_result
 from unlearnbench.metrics.text import rouge
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.suites.smoke.data import SmokeData
 
 QA_PROMPT = "Question: {question}\nAnswer:"

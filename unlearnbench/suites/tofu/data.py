@@ -21,8 +21,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import (COUNT, COUNT_OR_ALL, PROPORTION, fingerprint_files, hf_snapshot, merge_params, params_digest, read_records,
-                                     suite_params)
+from unlearnbench.data.jsonl import (
+    COUNT,
+    COUNT_OR_ALL,
+    PROPORTION,
+    fingerprint_files,
+    hf_snapshot,
+    merge_params,
+    params_digest,
+    read_records,
+    suite_params,
+)
 from unlearnbench.data.openunlearning import AUTO, convention_params
 from unlearnbench.errors import DataError
 

@@ -9,7 +9,7 @@ pass (probabilities, truth ratios, memorization, Min-K%++) and one greedy pass
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from scipy.stats import hmean, ks_2samp
@@ -17,11 +17,11 @@ from scipy.stats import hmean, ks_2samp
 from unlearnbench.data.openunlearning import floor_count
 from unlearnbench.errors import MissingCapability
 from unlearnbench.metrics import mia, openunlearning
-from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, bootstrap_indices, mean_result, replicated
 from unlearnbench.metrics.dialogue import STOP_STRINGS, first_turn_prompt
 from unlearnbench.metrics.memorization import exact_memorization, extraction_strength
 from unlearnbench.metrics.text import rouge
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.suites.tofu.data import TofuData
 
 
@@ -254,7 +254,7 @@ def evaluate(model: LanguageModel, data: TofuData, refs: References | None = Non
     replies, references = replies_and_references(model, data, asked)
     rouges: dict[str, dict[str, float]] = {}
     details: dict[str, dict] = {}
-    for (name, i, item), reply, reference in zip(asked, replies, references):
+    for (name, _, item), reply, reference in zip(asked, replies, references):
         rouges.setdefault(name, {})[item.id] = rouge(reference, reply, stemmed=True)["rougeL_recall"]
         details.setdefault(name, {})[item.id] = {"question": item.question, "answer": reference, "reply": reply}
 

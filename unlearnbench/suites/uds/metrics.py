@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from unlearnbench.models.interface import ActivationPatching, LanguageModel
-from unlearnbench.suites.uds.data import CONVENTIONS, UDSData, UDSItem
 from unlearnbench.metrics.core import (
     MetricResult,
     References,
     Unavailable,
     bootstrap_ci,
 )
+from unlearnbench.models.interface import ActivationPatching, LanguageModel
+from unlearnbench.suites.uds.data import CONVENTIONS, UDSData, UDSItem
 
 
 def check_convention(convention: str) -> str:

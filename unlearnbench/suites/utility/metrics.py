@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import MetricResult, References, Unavailable
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.suites.utility.data import UtilityData
 from unlearnbench.suites.utility.task_index import task_manager
 

@@ -25,8 +25,8 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from unlearnbench.atomic import atomic_write_text
 

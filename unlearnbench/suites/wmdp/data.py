@@ -25,8 +25,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from unlearnbench.data.jsonl import (COUNT_OR_ALL, fingerprint_files, merge_params, params_digest, suite_folder,
-                                     suite_params)
+from unlearnbench.data.jsonl import (
+    COUNT_OR_ALL,
+    fingerprint_files,
+    merge_params,
+    params_digest,
+    suite_folder,
+    suite_params,
+)
 from unlearnbench.data.records import clusters_of, record_cluster
 from unlearnbench.errors import DataError
 

@@ -23,8 +23,8 @@ import numpy as np
 from scipy.special import softmax
 
 from unlearnbench.metrics.continuations import continuation_loglikelihoods
-from unlearnbench.models.interface import LanguageModel
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.suites.wmdp.data import NEIGHBOURS, WMDP_SUBSETS, ChoiceItem, WmdpData
 
 LETTERS = ("A", "B", "C", "D")
