@@ -41,8 +41,12 @@ class Attack:
     texts: tuple[str, ...] = ()  # relearn: the relearning set
 
     def digest(self) -> str:
-        body = {"name": self.name, "params": self.params, "version": ATTACKS_CODE_VERSION,
-                "texts": hashlib.sha256("\x00".join(self.texts).encode()).hexdigest() if self.texts else None}
+        body = {
+            "name": self.name,
+            "params": self.params,
+            "version": ATTACKS_CODE_VERSION,
+            "texts": hashlib.sha256("\x00".join(self.texts).encode()).hexdigest() if self.texts else None,
+        }
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -51,8 +55,11 @@ def check_available(names) -> None:
     for name in names:
         if name not in ATTACKS:
             raise UnlearnbenchError(f"unknown attack '{name}' (known: {', '.join(ATTACKS)})")
-    needs = {"quant4": ("bitsandbytes", "pip install bitsandbytes"), "quant8": ("bitsandbytes", "pip install bitsandbytes"),
-             "relearn": ("peft", "pip install peft")}
+    needs = {
+        "quant4": ("bitsandbytes", "pip install bitsandbytes"),
+        "quant8": ("bitsandbytes", "pip install bitsandbytes"),
+        "relearn": ("peft", "pip install peft"),
+    }
     import importlib.util
 
     for name in names:
@@ -98,8 +105,16 @@ def build(source, out: Path, attack: Attack) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     model.save_pretrained(staging, safe_serialization=True)
     tokenizer.save_pretrained(staging)
-    (staging / "attack.json").write_text(json.dumps({"attack": attack.name, "params": attack.params,
-                                                     "source": source.display, "relearn_texts": len(attack.texts)}))
+    (staging / "attack.json").write_text(
+        json.dumps(
+            {
+                "attack": attack.name,
+                "params": attack.params,
+                "source": source.display,
+                "relearn_texts": len(attack.texts),
+            }
+        )
+    )
     staging.rename(out)
     return out
 
@@ -116,8 +131,9 @@ def nf4_roundtrip(weight, *, double_quant: bool = True):
     """bitsandbytes' NF4 quantization of `weight` (blocks of 64), dequantized."""
     bnb = libraries.bitsandbytes()
 
-    packed, state = bnb.quantize_4bit(weight.detach().float().contiguous(), blocksize=NF4_BLOCK, quant_type="nf4",
-                                      compress_statistics=double_quant)
+    packed, state = bnb.quantize_4bit(
+        weight.detach().float().contiguous(), blocksize=NF4_BLOCK, quant_type="nf4", compress_statistics=double_quant
+    )
     return bnb.dequantize_4bit(packed, state).to(weight.dtype)
 
 
@@ -152,6 +168,7 @@ def _quantize(model, roundtrip) -> None:
 def relearn(model, tokenizer, attack: Attack):
     """LoRA fine-tuning on `attack.texts` for `steps` steps, merged into the weights."""
     import torch
+
     peft = libraries.peft()
 
     if not attack.texts:
@@ -162,8 +179,12 @@ def relearn(model, tokenizer, attack: Attack):
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)  # the same sums in the same order on every machine
     try:
-        lora = peft.get_peft_model(model, peft.LoraConfig(r=int(p["rank"]), lora_alpha=2 * int(p["rank"]),
-                                                          lora_dropout=0.0, target_modules="all-linear"))
+        lora = peft.get_peft_model(
+            model,
+            peft.LoraConfig(
+                r=int(p["rank"]), lora_alpha=2 * int(p["rank"]), lora_dropout=0.0, target_modules="all-linear"
+            ),
+        )
         optimizer = torch.optim.AdamW([q for q in lora.parameters() if q.requires_grad], lr=float(p["learning_rate"]))
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token

@@ -72,11 +72,19 @@ class Backend:
 BUILTIN_BACKENDS: dict[str, Backend] = {
     backend.name: backend
     for backend in (
-        Backend("hf", load="unlearnbench.models.handle:load_backend", check="unlearnbench.models.checkpoint:check_source",
-                fingerprint="unlearnbench.models.checkpoint:source_fingerprint"),
-        Backend("openai", load="unlearnbench.models.endpoint:load_backend",
-                check="unlearnbench.models.endpoint:check_source",
-                fingerprint="unlearnbench.models.endpoint:source_fingerprint", local_weights=False),
+        Backend(
+            "hf",
+            load="unlearnbench.models.handle:load_backend",
+            check="unlearnbench.models.checkpoint:check_source",
+            fingerprint="unlearnbench.models.checkpoint:source_fingerprint",
+        ),
+        Backend(
+            "openai",
+            load="unlearnbench.models.endpoint:load_backend",
+            check="unlearnbench.models.endpoint:check_source",
+            fingerprint="unlearnbench.models.endpoint:source_fingerprint",
+            local_weights=False,
+        ),
     )
 }
 

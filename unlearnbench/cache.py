@@ -52,8 +52,10 @@ def read_secret(path: Path | str) -> bytes:
     except OSError as exc:
         raise UnlearnbenchError(f"--cache-key-file {path}: cannot read it ({exc.strerror or exc})") from None
     if len(secret) < MIN_SECRET_BYTES:
-        raise UnlearnbenchError(f"--cache-key-file {path}: the key must be at least {MIN_SECRET_BYTES} bytes "
-                                f"(it has {len(secret)}); e.g. `openssl rand -hex 32 > {path}`")
+        raise UnlearnbenchError(
+            f"--cache-key-file {path}: the key must be at least {MIN_SECRET_BYTES} bytes "
+            f"(it has {len(secret)}); e.g. `openssl rand -hex 32 > {path}`"
+        )
     return secret
 
 
@@ -145,8 +147,9 @@ class DiskCache:
         header_len = len(MAGIC) + 65
         digest, payload = blob[len(MAGIC) : header_len - 1], blob[header_len:]
         try:
-            if not blob.startswith(MAGIC) or not hmac.compare_digest(payload_tag(payload, self.secret).encode(),
-                                                                       digest):
+            if not blob.startswith(MAGIC) or not hmac.compare_digest(
+                payload_tag(payload, self.secret).encode(), digest
+            ):
                 raise ValueError("checksum mismatch (corrupt, or not written under this run's key)")
             with np.load(io.BytesIO(payload), allow_pickle=False) as stored:
                 arrays = {name: stored[name] for name in stored.files}
@@ -204,9 +207,13 @@ class SuiteMemo:
         self.disk, self.suite, self.data, self.version = disk, suite, data_fingerprint, version
 
     def _parts(self, op: str, models: dict, params: dict) -> dict:
-        return {"op": f"{self.suite}:{op}", "data": self.data, "version": self.version,
-                "models": {role: [m.fingerprint, str(m.dtype)] for role, m in sorted(models.items())},
-                "params": params}
+        return {
+            "op": f"{self.suite}:{op}",
+            "data": self.data,
+            "version": self.version,
+            "models": {role: [m.fingerprint, str(m.dtype)] for role, m in sorted(models.items())},
+            "params": params,
+        }
 
     def get_or_compute(self, op: str, models: dict, params: dict, compute: Callable[[], Any]) -> Any:
         return self.disk.get_or_compute(self._parts(op, models, params), compute)

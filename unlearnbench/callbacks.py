@@ -55,32 +55,56 @@ class UnlearnbenchCallback(TrainerCallback):
     alpha. `tokenizer` is needed only where
     the trainer is not given one (`processing_class`)."""
 
-    def __init__(self, suites: Sequence[str], every_steps: int, *, full_model: str | None = None,
-                 retain_model: str | None = None, data_dirs: Mapping[str, str] | None = None,
-                 thresholds: Mapping[str, str] | None = None, stop_when: str | None = None, name: str | None = None,
-                 tokenizer=None, cache_dir: str | Path | None = None, device: str = "auto", seed: int = 0,
-                 alpha: float = 0.05):
+    def __init__(
+        self,
+        suites: Sequence[str],
+        every_steps: int,
+        *,
+        full_model: str | None = None,
+        retain_model: str | None = None,
+        data_dirs: Mapping[str, str] | None = None,
+        thresholds: Mapping[str, str] | None = None,
+        stop_when: str | None = None,
+        name: str | None = None,
+        tokenizer=None,
+        cache_dir: str | Path | None = None,
+        device: str = "auto",
+        seed: int = 0,
+        alpha: float = 0.05,
+    ):
         unknown = [s for s in suites if s not in SUITES]
         if unknown or not suites:
-            raise UnlearnbenchError(f"UnlearnbenchCallback: unknown suite(s) {', '.join(unknown) or '(none given)'} "
-                                    f"(known: {', '.join(SUITES)})")
+            raise UnlearnbenchError(
+                f"UnlearnbenchCallback: unknown suite(s) {', '.join(unknown) or '(none given)'} "
+                f"(known: {', '.join(SUITES)})"
+            )
         if not isinstance(every_steps, int) or isinstance(every_steps, bool) or every_steps < 1:
             raise UnlearnbenchError(
-                f"UnlearnbenchCallback: every_steps must be a positive integer, not {every_steps!r}")
+                f"UnlearnbenchCallback: every_steps must be a positive integer, not {every_steps!r}"
+            )
         if stop_when not in STOP_WHEN:
             raise UnlearnbenchError(f"UnlearnbenchCallback: stop_when must be None or 'pass', not {stop_when!r}")
         self.suites, self.every_steps, self.stop_when = list(suites), every_steps, stop_when
         self.name, self.tokenizer = name, tokenizer
-        gates = {s: Path(thresholds[s]) if thresholds and s in thresholds else default_file(s, f"thresholds/{s}.yaml")
-                 for s in self.suites}
+        gates = {
+            s: Path(thresholds[s]) if thresholds and s in thresholds else default_file(s, f"thresholds/{s}.yaml")
+            for s in self.suites
+        }
         missing = [s for s, path in gates.items() if path is None]
         if missing:
-            raise UnlearnbenchError(f"UnlearnbenchCallback: no gate for {', '.join(missing)}: pass thresholds="
-                                    "{suite: path/to/gate.yaml}")
+            raise UnlearnbenchError(
+                f"UnlearnbenchCallback: no gate for {', '.join(missing)}: pass thresholds={{suite: path/to/gate.yaml}}"
+            )
         self._gates = gates
-        self._options = dict(full_model=full_model, retain_model=retain_model, data_dirs=dict(data_dirs or {}),
-                             cache_dir=Path(cache_dir) if cache_dir else DEFAULT_CACHE_DIR, device=device, seed=seed,
-                             alpha=alpha)
+        self._options = dict(
+            full_model=full_model,
+            retain_model=retain_model,
+            data_dirs=dict(data_dirs or {}),
+            cache_dir=Path(cache_dir) if cache_dir else DEFAULT_CACHE_DIR,
+            device=device,
+            seed=seed,
+            alpha=alpha,
+        )
         self.bench: Bench | None = None
         self.report: dict | None = None
         self.reports: list[Path] = []  # every report written, in step order
@@ -100,8 +124,12 @@ class UnlearnbenchCallback(TrainerCallback):
             models=[spec],  # a named model: the references are the ones given here, never the zoo's
             full=CheckpointSpec.parse(f"full={o['full_model']}") if o["full_model"] else None,
             retain=CheckpointSpec.parse(f"retain={o['retain_model']}") if o["retain_model"] else None,
-            data_dirs=o["data_dirs"], cache_dir=o["cache_dir"], device=o["device"], seed=o["seed"],
-            rule=DecisionRule(alpha=o["alpha"]))
+            data_dirs=o["data_dirs"],
+            cache_dir=o["cache_dir"],
+            device=o["device"],
+            seed=o["seed"],
+            rule=DecisionRule(alpha=o["alpha"]),
+        )
         self.bench = Bench(options)
         self.bench.validate_checkpoints()  # the references' files (the model under training is a series step)
         self.bench.prepare_suites(self.suites, self._gates, build_zoo=False)
@@ -119,16 +147,19 @@ class UnlearnbenchCallback(TrainerCallback):
 
     # ------------------------------------------------------------- evaluation
     def _spec(self, step: int) -> CheckpointSpec:
-        return CheckpointSpec(name=f"{self.name}-step-{step}", source=f"training:{self.name}/step-{step}",
-                              series=self.name, step=step)
+        return CheckpointSpec(
+            name=f"{self.name}-step-{step}", source=f"training:{self.name}/step-{step}", series=self.name, step=step
+        )
 
     def _evaluate(self, args, state, control, model, hook_kwargs) -> None:
         from unlearnbench.models.handle import ModelHandle
 
         tokenizer = self.tokenizer or hook_kwargs.get("processing_class") or hook_kwargs.get("tokenizer")
         if tokenizer is None or not hasattr(tokenizer, "apply_chat_template"):
-            raise UnlearnbenchError("UnlearnbenchCallback: the trainer has no tokenizer (processing_class); pass "
-                                    "UnlearnbenchCallback(..., tokenizer=...)")
+            raise UnlearnbenchError(
+                "UnlearnbenchCallback: the trainer has no tokenizer (processing_class); pass "
+                "UnlearnbenchCallback(..., tokenizer=...)"
+            )
         step = state.global_step
         spec = self._spec(step)
         # A PEFT model's adapter layers live inside its base model's own modules: the base runs the adapted model,
@@ -136,8 +167,14 @@ class UnlearnbenchCallback(TrainerCallback):
         target = model.get_base_model() if hasattr(model, "get_base_model") else model
         was_training = model.training
         started = time.perf_counter()
-        handle = ModelHandle(target, _own_copy(tokenizer), name=spec.name, source=spec.source,
-                             fingerprint=f"training-{self._run_id}-{step}", detach=lambda: None)  # never freed here
+        handle = ModelHandle(
+            target,
+            _own_copy(tokenizer),
+            name=spec.name,
+            source=spec.source,
+            fingerprint=f"training-{self._run_id}-{step}",
+            detach=lambda: None,
+        )  # never freed here
         self.bench.attach(spec, handle)
         try:
             records = [self._record(spec, suite, check) for suite in self.suites for check in self.bench.gates[suite]]
@@ -146,12 +183,18 @@ class UnlearnbenchCallback(TrainerCallback):
             model.train(was_training)
         self._write_report(records, args, step, time.perf_counter() - started)
         self.evaluated_steps.append(step)
-        logs = {f"unlearnbench/{r['suite']}/{name}": metric["value"] for r in records
-                for name, metric in (r.get("metrics") or {}).items() if isinstance(metric.get("value"), (int, float))}
+        logs = {
+            f"unlearnbench/{r['suite']}/{name}": metric["value"]
+            for r in records
+            for name, metric in (r.get("metrics") or {}).items()
+            if isinstance(metric.get("value"), (int, float))
+        }
         verdict = self.report["assessment"]["verdicts"][spec.name]
         # This step passes for the run only at the level of its look (report/verdicts.py: a selection among steps).
         level = looks_level(self.bench.options.rule.alpha, len(self.evaluated_steps))
-        selected = verdict["verdict"] == "pass" and passes_at([r["verdict"] for r in records if r.get("verdict")], level)
+        selected = verdict["verdict"] == "pass" and passes_at(
+            [r["verdict"] for r in records if r.get("verdict")], level
+        )
         logs["unlearnbench/verdict_pass"] = float(verdict["verdict"] == "pass")
         logs["unlearnbench/verdict_pass_at_look_level"] = float(selected)
         logs["unlearnbench/checks_failed"] = float(verdict["failed"] + verdict["errors"])
@@ -179,16 +222,27 @@ class UnlearnbenchCallback(TrainerCallback):
         """This evaluation's report: the run's every step so far, so its curve grows with the training."""
         if self.report is None:
             o = self._options
-            self.report = new_report({
-                "id": self._run_id, "directory": str(self._report_dir.resolve()),
-                "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "command": ["UnlearnbenchCallback", *self.suites], "cwd": str(Path.cwd()),
-                "options": {"every_steps": self.every_steps, "stop_when": self.stop_when,
-                            "full_model": o["full_model"], "retain_model": o["retain_model"],
-                            "data_dirs": o["data_dirs"], "device": o["device"], "output_dir": args.output_dir},
-                "seed": o["seed"], "decision": self.bench.options.rule.to_dict()
-                | {"text": self.bench.options.rule.describe()},
-                "anchors": {}})
+            self.report = new_report(
+                {
+                    "id": self._run_id,
+                    "directory": str(self._report_dir.resolve()),
+                    "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    "command": ["UnlearnbenchCallback", *self.suites],
+                    "cwd": str(Path.cwd()),
+                    "options": {
+                        "every_steps": self.every_steps,
+                        "stop_when": self.stop_when,
+                        "full_model": o["full_model"],
+                        "retain_model": o["retain_model"],
+                        "data_dirs": o["data_dirs"],
+                        "device": o["device"],
+                        "output_dir": args.output_dir,
+                    },
+                    "seed": o["seed"],
+                    "decision": self.bench.options.rule.to_dict() | {"text": self.bench.options.rule.describe()},
+                    "anchors": {},
+                }
+            )
         for record in records:
             add_record(self.report, record)
         self.report["run"]["duration_s"] = round(self.report["run"].get("duration_s", 0.0) + seconds, 3)

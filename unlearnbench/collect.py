@@ -47,8 +47,11 @@ class NeedsCheckpoints(pytest.Item):
         self.suite = suite
         self.originalname = "test_needs_checkpoints"
         # A skip mark, so the summary points at the suite's module rather than this file.
-        self.add_marker(pytest.mark.skip(
-            reason=f"{suite} has no default checkpoints (the fixture zoo has none for it): give --model"))
+        self.add_marker(
+            pytest.mark.skip(
+                reason=f"{suite} has no default checkpoints (the fixture zoo has none for it): give --model"
+            )
+        )
 
     def runtest(self) -> None:  # never reached: the skip mark skips it
         pytest.skip("no checkpoint")
@@ -76,9 +79,17 @@ def check_items(module: pytest.Module, suite: str, checkpoints: list) -> list[py
     names = [c for c in yaml_check_names(thresholds_file(module.path, suite)) if not hasattr(module.obj, f"test_{c}")]
     if not hasattr(module.obj, "test_no_regression"):
         names.append(None)
-    return [CheckItem.from_parent(module, name=f"{f'test_{c}' if c else 'test_no_regression'}[{spec.name}]",
-                                  suite=suite, check=c, checkpoint=spec)
-            for c in names for spec in checkpoints]
+    return [
+        CheckItem.from_parent(
+            module,
+            name=f"{f'test_{c}' if c else 'test_no_regression'}[{spec.name}]",
+            suite=suite,
+            check=c,
+            checkpoint=spec,
+        )
+        for c in names
+        for spec in checkpoints
+    ]
 
 
 def yaml_check_names(path: Path) -> list[str]:
@@ -109,8 +120,10 @@ def thresholds_file(test_file: Path, suite: str) -> Path:
             return candidate
     packaged = default_file(suite, f"thresholds/{suite}.yaml") if suite in SUITES else None
     if packaged is None:
-        raise pytest.UsageError(f"no thresholds/{suite}.yaml found in any folder above {test_file}, and suite "
-                                f"'{suite}' ships no default gate")
+        raise pytest.UsageError(
+            f"no thresholds/{suite}.yaml found in any folder above {test_file}, and suite "
+            f"'{suite}' ships no default gate"
+        )
     return packaged
 
 

@@ -81,8 +81,7 @@ class OpenLoader(Protocol):
     """An open suite's loader (`SuiteSpec.open_metrics`) also receives the
     metric names its gate checks."""
 
-    def __call__(self, source: str | Path | None, options: dict[str, Any], gated: tuple[str, ...], /
-                 ) -> SuiteData: ...
+    def __call__(self, source: str | Path | None, options: dict[str, Any], gated: tuple[str, ...], /) -> SuiteData: ...
 
 
 class Evaluator(Protocol):
@@ -90,8 +89,9 @@ class Evaluator(Protocol):
     one entry per metric the spec declares; `refs` holds the run's reference
     models (the full and retain models) and the memo of work done on them."""
 
-    def __call__(self, model: LanguageModel, data: Any, refs: References, /
-                 ) -> Mapping[str, MetricResult | Unavailable]: ...
+    def __call__(
+        self, model: LanguageModel, data: Any, refs: References, /
+    ) -> Mapping[str, MetricResult | Unavailable]: ...
 
 
 class ProbeFunction(Protocol):
@@ -133,9 +133,14 @@ class NameCheck(Protocol):
 # The arguments the session passes to each kind of hook: a resolved function
 # must accept them positionally.
 CALLED_WITH: dict[type, tuple[str, ...]] = {
-    Loader: ("source", "options"), OpenLoader: ("source", "options", "gated"),
-    Evaluator: ("model", "data", "refs"), ProbeFunction: ("model", "data", "refs"),
-    Preflight: ("run", "suite"), ReportHook: ("view",), ZooWriter: ("directory", "corpus"), NameCheck: ("name",),
+    Loader: ("source", "options"),
+    OpenLoader: ("source", "options", "gated"),
+    Evaluator: ("model", "data", "refs"),
+    ProbeFunction: ("model", "data", "refs"),
+    Preflight: ("run", "suite"),
+    ReportHook: ("view",),
+    ZooWriter: ("directory", "corpus"),
+    NameCheck: ("name",),
 }
 _REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
@@ -148,8 +153,9 @@ class FunctionRef:
         if isinstance(target, str) and not _REFERENCE.match(target):
             raise UnlearnbenchError(f"{owner}: {target!r} is not a 'module:function' reference")
         if not isinstance(target, str) and not callable(target):
-            raise UnlearnbenchError(f"{owner}: expected a function or a 'module:function' reference, "
-                                    f"got {type(target).__name__}")
+            raise UnlearnbenchError(
+                f"{owner}: expected a function or a 'module:function' reference, got {type(target).__name__}"
+            )
         self.target, self.contract, self.owner = target, contract, owner
         self._function: Callable | None = None
 
@@ -199,8 +205,10 @@ def _check_signature(function: Callable, arguments: Sequence[str], where: str) -
     try:
         signature.bind(*arguments)
     except TypeError as exc:
-        raise UnlearnbenchError(f"{where}: it is called as f({', '.join(arguments)}), which its signature "
-                                f"{signature} does not accept ({exc})") from exc
+        raise UnlearnbenchError(
+            f"{where}: it is called as f({', '.join(arguments)}), which its signature "
+            f"{signature} does not accept ({exc})"
+        ) from exc
 
 
 @dataclass(frozen=True)

@@ -149,8 +149,11 @@ def _inside(interval: tuple[float, float], x: float) -> bool:
 def _mean_scores(result: MetricResult) -> np.ndarray | None:
     """The per-item scores whose mean the value is, or None (a set-level value)."""
     scores = np.fromiter(result.per_item.values(), dtype=np.float64, count=len(result.per_item))
-    if scores.size == 0 or scores.size != result.n or not math.isclose(float(scores.mean()), result.value,
-                                                                        rel_tol=1e-9, abs_tol=1e-12):
+    if (
+        scores.size == 0
+        or scores.size != result.n
+        or not math.isclose(float(scores.mean()), result.value, rel_tol=1e-9, abs_tol=1e-12)
+    ):
         return None
     return scores
 
@@ -164,8 +167,9 @@ def cluster_codes(result: MetricResult) -> np.ndarray:
     return codes
 
 
-def cluster_robust_se(values: np.ndarray, codes: np.ndarray,
-                      weights: np.ndarray | None = None) -> tuple[float, int, float]:
+def cluster_robust_se(
+    values: np.ndarray, codes: np.ndarray, weights: np.ndarray | None = None
+) -> tuple[float, int, float]:
     """(standard error of the (weighted) mean, G, design effect) of `values` in
     clusters `codes`: the CR1 sandwich estimator (G/(G-1) times the sum over
     clusters of the squared sum of weighted residuals, over the total weight
@@ -193,8 +197,9 @@ def _t_critical(alpha: float, groups: int) -> float:
     return float(stdtrit(groups - 1, 1 - alpha / 2))
 
 
-def studentized(values: np.ndarray, codes: np.ndarray, scale: tuple[float, float] | None,
-                method: str) -> Estimate | None:
+def studentized(
+    values: np.ndarray, codes: np.ndarray, scale: tuple[float, float] | None, method: str
+) -> Estimate | None:
     """The mean of `values` with its cluster-robust t(G-1) interval; with a
     `scale`, computed with a pseudo-item of weight PSEUDO_WEIGHT (its own
     cluster) at each end of the scale, and kept within it (module doc). None
@@ -218,8 +223,9 @@ def studentized(values: np.ndarray, codes: np.ndarray, scale: tuple[float, float
             low, high = max(scale[0], low), min(scale[1], high)
         return low, high
 
-    return Estimate(observed, int(values.size), method, interval, clusters=groups,
-                    n_effective=values.size / max(deff, 1.0))
+    return Estimate(
+        observed, int(values.size), method, interval, clusters=groups, n_effective=values.size / max(deff, 1.0)
+    )
 
 
 def wilson_effective(values: np.ndarray, codes: np.ndarray, scale: tuple[float, float], binary: bool) -> Estimate:
@@ -269,8 +275,9 @@ def wilson_effective(values: np.ndarray, codes: np.ndarray, scale: tuple[float, 
         return low_end + low * width, low_end + high * width
 
     method = ("wilson" if binary else "wilson-quasibinomial") + ("-clustered" if groups < n else "")
-    return Estimate(float(values.mean()), n, method, lambda a: at_size(a, n), at_size, clusters=groups,
-                    n_effective=effective)
+    return Estimate(
+        float(values.mean()), n, method, lambda a: at_size(a, n), at_size, clusters=groups, n_effective=effective
+    )
 
 
 def _z(alpha: float) -> float:
@@ -279,8 +286,7 @@ def _z(alpha: float) -> float:
     return float(-ndtri(alpha / 2))
 
 
-def value_estimate(result: MetricResult, kind: str = "unbounded",
-                   scale: tuple[float, float] | None = None) -> Estimate:
+def value_estimate(result: MetricResult, kind: str = "unbounded", scale: tuple[float, float] | None = None) -> Estimate:
     """The value of one checkpoint, with the interval its metric's `kind` takes (module doc)."""
     scores = _mean_scores(result)
     if scores is not None and kind != "set":
@@ -294,8 +300,9 @@ def value_estimate(result: MetricResult, kind: str = "unbounded",
         return found or Estimate(result.value, result.n, "none (one cluster)", None, clusters=1)
     if result.replicates:
         reps = np.asarray(result.replicates, dtype=np.float64)
-        return Estimate(result.value, result.n, "bootstrap-percentile", lambda a: percentile_ci(reps, a),
-                        p_floor=1 / reps.size)
+        return Estimate(
+            result.value, result.n, "bootstrap-percentile", lambda a: percentile_ci(reps, a), p_floor=1 / reps.size
+        )
     low, high = result.ci
     if high > low:  # a 95% CI and nothing to remake it from (lm-eval's stderr, a third-party metric)
         return Estimate(result.value, result.n, "reported-95%-ci", lambda a: _rescaled(result.value, low, high, a))
@@ -325,8 +332,9 @@ def _rescaled(value: float, low: float, high: float, alpha: float) -> tuple[floa
     return value - (value - low) * scale, value + (high - value) * scale
 
 
-def difference_estimate(candidate: MetricResult, reference: MetricResult, kind: str = "unbounded",
-                        scale: tuple[float, float] | None = None) -> Estimate:
+def difference_estimate(
+    candidate: MetricResult, reference: MetricResult, kind: str = "unbounded", scale: tuple[float, float] | None = None
+) -> Estimate:
     """candidate - reference, paired where the two share their items (module doc)."""
     value = candidate.value - reference.value
     own, ref = _mean_scores(candidate), _mean_scores(reference)
@@ -337,15 +345,21 @@ def difference_estimate(candidate: MetricResult, reference: MetricResult, kind: 
             _require_binary(reference, ref)
             scale = (0.0, 1.0)
         width = scale[1] - scale[0] if kind in ("binary", "bounded") and scale else None
-        found = studentized(own - ref, codes, (-width, width) if width else None,
-                            "t-clustered-paired" + ("-bounded" if width else ""))
+        found = studentized(
+            own - ref, codes, (-width, width) if width else None, "t-clustered-paired" + ("-bounded" if width else "")
+        )
         return found or Estimate(value, candidate.n, "none (one cluster)", None, clusters=1)
-    if (candidate.replicates and reference.replicates and candidate.n == reference.n
-            and len(candidate.replicates) == len(reference.replicates)):
+    if (
+        candidate.replicates
+        and reference.replicates
+        and candidate.n == reference.n
+        and len(candidate.replicates) == len(reference.replicates)
+    ):
         diffs = np.asarray(candidate.replicates) - np.asarray(reference.replicates)
         diffs = diffs[~np.isnan(diffs)]  # inf - inf: both unbounded in that resample
-        return Estimate(value, candidate.n, "bootstrap-paired", lambda a: percentile_ci(diffs, a),
-                        p_floor=1 / max(diffs.size, 1))
+        return Estimate(
+            value, candidate.n, "bootstrap-paired", lambda a: percentile_ci(diffs, a), p_floor=1 / max(diffs.size, 1)
+        )
     a_est, b_est = value_estimate(candidate, kind, scale), value_estimate(reference, kind, scale)
     if a_est.interval_at is None and b_est.interval_at is None:
         return Estimate(value, candidate.n, "none", None)
@@ -353,8 +367,10 @@ def difference_estimate(candidate: MetricResult, reference: MetricResult, kind: 
     def mover(alpha: float) -> tuple[float, float]:
         a_low, a_high = a_est.interval(alpha) or (candidate.value,) * 2
         b_low, b_high = b_est.interval(alpha) or (reference.value,) * 2
-        return (value - math.hypot(candidate.value - a_low, b_high - reference.value),
-                value + math.hypot(a_high - candidate.value, reference.value - b_low))
+        return (
+            value - math.hypot(candidate.value - a_low, b_high - reference.value),
+            value + math.hypot(a_high - candidate.value, reference.value - b_low),
+        )
 
     return Estimate(value, candidate.n, "mover-unpaired", mover, p_floor=max(a_est.p_floor, b_est.p_floor))
 
@@ -385,4 +401,3 @@ def items_needed(n: int, half_width: float, distance: float) -> int | None:
     if distance <= 0 or not math.isfinite(half_width):
         return None
     return max(n + 1, math.ceil(n * (half_width / distance) ** 2))
-

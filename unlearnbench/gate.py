@@ -27,9 +27,15 @@ class Gate:
 
         name = name or self.node.originalname.removeprefix("test_")
         try:
-            record, verdict = check_record(self.state.bench, self.checkpoint, self.suite, name, self.state.sent,
-                                           worker=os.environ.get("PYTEST_XDIST_WORKER", "main"),
-                                           items_limit=self.state.run_options.report_items)
+            record, verdict = check_record(
+                self.state.bench,
+                self.checkpoint,
+                self.suite,
+                name,
+                self.state.sent,
+                worker=os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                items_limit=self.state.run_options.report_items,
+            )
         except RecordedError as exc:
             self._send(exc.record)
             if not exc.expected or self.state.run_options.long_tracebacks:
@@ -49,8 +55,10 @@ class Gate:
                 pytest.fail(message + "; --fail-inconclusive fails it", pytrace=False)
             pytest.skip(message)
         if verdict.outcome is Outcome.FAIL:
-            pytest.fail(f"{self.checkpoint.name} {self.suite}.{name}: {verdict.reason}\n"
-                        f"  rationale: {verdict.rationale}", pytrace=False)
+            pytest.fail(
+                f"{self.checkpoint.name} {self.suite}.{name}: {verdict.reason}\n  rationale: {verdict.rationale}",
+                pytrace=False,
+            )
         return verdict
 
     def no_regression(self):
@@ -73,19 +81,33 @@ class Gate:
             reference = state.bench.reference_run(role, self.suite)
             if reference is not None:
                 references[role] = {k: m.to_dict() for k, m in reference.metrics.items()}
-        rows = regressions({k: m.to_dict() for k, m in run.metrics.items()}, base_metrics, self.suite,
-                           state.run_options.regression_rules, references)
+        rows = regressions(
+            {k: m.to_dict() for k, m in run.metrics.items()},
+            base_metrics,
+            self.suite,
+            state.run_options.regression_rules,
+            references,
+        )
         if not rows:
             pytest.skip(f"no --fail-on-regression rule names a {self.suite} metric")
         bad = [r for r in rows if r["regressed"]]
-        self._send({"suite": self.suite, "checkpoint": {"name": self.checkpoint.name},
-                    "regressions": [r | {"checkpoint": self.checkpoint.name, "suite": self.suite} for r in bad]})
+        self._send(
+            {
+                "suite": self.suite,
+                "checkpoint": {"name": self.checkpoint.name},
+                "regressions": [r | {"checkpoint": self.checkpoint.name, "suite": self.suite} for r in bad],
+            }
+        )
         if bad:
-            pytest.fail("; ".join(f"{r['metric']} = {r['value']:.4g}, baseline {r['baseline']:.4g}: worse by "
-                                  f"{r['worse_by']:.4g} > {r['allowed']:.4g}"
-                                  + (f" (distance to its ideal {r['ideal']:.4g})" if "ideal" in r else "")
-                                  for r in bad), pytrace=False)
+            pytest.fail(
+                "; ".join(
+                    f"{r['metric']} = {r['value']:.4g}, baseline {r['baseline']:.4g}: worse by "
+                    f"{r['worse_by']:.4g} > {r['allowed']:.4g}"
+                    + (f" (distance to its ideal {r['ideal']:.4g})" if "ideal" in r else "")
+                    for r in bad
+                ),
+                pytrace=False,
+            )
 
     def _send(self, record: dict) -> None:
         self.node.user_properties.append((RECORD_KEY, json.dumps(record)))
-

@@ -16,19 +16,37 @@ from unlearnbench.openai_api import EndpointError, OpenAIClient
 
 
 class OpenAIJudge:
-    def __init__(self, url: str, model: str = "", *, timeout: float = 30.0, retries: int = 3,
-                 backoff: float = 0.5, workers: int = 8):
+    def __init__(
+        self,
+        url: str,
+        model: str = "",
+        *,
+        timeout: float = 30.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+        workers: int = 8,
+    ):
         self.url = url.rstrip("/")
         self.endpoint = self.url if self.url.endswith("/chat/completions") else self.url + "/chat/completions"
         self.model, self.workers = model, workers
         self.identity = f"openai:{self.endpoint}:{model}"
         # A rubric score is a few bytes: a reply of a MiB is not a judge's.
-        self.client = OpenAIClient(self.endpoint, what=f"--judge openai:{url}", timeout=timeout, retries=retries,
-                                   backoff=backoff, max_reply_bytes=1 << 20)
+        self.client = OpenAIClient(
+            self.endpoint,
+            what=f"--judge openai:{url}",
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            max_reply_bytes=1 << 20,
+        )
 
     def _post(self, prompt: str) -> Judgement:
-        body = {"model": self.model or "default", "temperature": 0, "max_tokens": 8,
-                "messages": [{"role": "user", "content": prompt}]}
+        body = {
+            "model": self.model or "default",
+            "temperature": 0,
+            "max_tokens": 8,
+            "messages": [{"role": "user", "content": prompt}],
+        }
         try:
             payload = self.client.post("", body)
         except EndpointError as exc:

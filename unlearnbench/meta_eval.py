@@ -41,13 +41,18 @@ from unlearnbench.suites import SUITES, registered_probes
 # the 4-bit grid) against retain in three seeds, which never saw it. The
 # seeds beside the family are evaluated with --zoo-extra.
 ZOO_EXTRA = ("full-seed1", "retain-seed1", "retain-seed2")
-ZOO_LABELS = {"knows": ["full", "full-seed1", "npo", "idknll", "shallow"],
-              "never_saw": ["retain", "retain-seed1", "retain-seed2"], "retain": "retain"}
+ZOO_LABELS = {
+    "knows": ["full", "full-seed1", "npo", "idknll", "shallow"],
+    "never_saw": ["retain", "retain-seed1", "retain-seed2"],
+    "retain": "retain",
+}
 MIN_PER_LABEL = 2  # checkpoints per label for a bootstrap CI that is not degenerate
-CONVENTION = ("every metric oriented higher = more forget knowledge (negated where higher is better; UDS as "
-              "1 - UDS in R and Q); R = min(Δ_retain / Δ_unlearned, 1), Δ = m_before - m_after_relearn; "
-              "Q = min(m_after_quant4 / m_before, 1); robustness = HM(R, Q); R and Q are means over the "
-              "unlearned checkpoints where defined")
+CONVENTION = (
+    "every metric oriented higher = more forget knowledge (negated where higher is better; UDS as "
+    "1 - UDS in R and Q); R = min(Δ_retain / Δ_unlearned, 1), Δ = m_before - m_after_relearn; "
+    "Q = min(m_after_quant4 / m_before, 1); robustness = HM(R, Q); R and Q are means over the "
+    "unlearned checkpoints where defined"
+)
 
 
 @dataclass(frozen=True)
@@ -93,8 +98,10 @@ def faithfulness(values: dict[str, float], labels: Labels) -> dict | None:
     matrix = mia.comparison_matrix(positives, negatives)
     out = {"auc": float(matrix.mean()), "ci": None, "knows": len(positives), "never_saw": len(negatives)}
     if min(len(positives), len(negatives)) < MIN_PER_LABEL:
-        out["ci_note"] = (f"no CI: {len(positives)} knows / {len(negatives)} never-saw checkpoint(s); a CI needs at "
-                          f"least {MIN_PER_LABEL} per label")
+        out["ci_note"] = (
+            f"no CI: {len(positives)} knows / {len(negatives)} never-saw checkpoint(s); a CI needs at "
+            f"least {MIN_PER_LABEL} per label"
+        )
         return out
     rows, columns = bootstrap_indices([len(positives), len(negatives)])
     out["ci"] = list(percentile_ci(mia.resampled_means(matrix, rows, columns)))
@@ -103,6 +110,7 @@ def faithfulness(values: dict[str, float], labels: Labels) -> dict | None:
 
 def robustness(metrics: dict[str, dict], probe: str, labels: Labels) -> dict | None:
     """R, Q and HM(R, Q) of a probe from {checkpoint: robustness metrics}."""
+
     def m(checkpoint: str, name: str) -> float | None:
         value = metrics.get(checkpoint, {}).get(f"{probe}_{name}", {}).get("value")
         if value is None:
@@ -130,8 +138,12 @@ def robustness(metrics: dict[str, dict], probe: str, labels: Labels) -> dict | N
         # land anywhere (even above 1) and rank a metric that relearning moved
         # the wrong way as robust.
         which = "R" if r <= 0 else "Q"
-        why = ("relearning left the retain model's value unchanged (R = 0) or moved it the other way from the "
-               "unlearned checkpoints' (R < 0)" if which == "R" else "quantization took the value to 0 or below")
+        why = (
+            "relearning left the retain model's value unchanged (R = 0) or moved it the other way from the "
+            "unlearned checkpoints' (R < 0)"
+            if which == "R"
+            else "quantization took the value to 0 or below"
+        )
         out["hm_note"] = f"no HM: {which} = {min(r, q):.3g} <= 0 ({why}); a harmonic mean of such rates means nothing"
     else:
         out["HM"] = 2 * r * q / (r + q)
@@ -163,21 +175,35 @@ def meta_evaluate(report: dict, labels: Labels) -> dict:
             rows.append({"suite": suite, "metric": name, "faithfulness": faith, "robustness": None})
     for probe in registered_probes():
         rob = robustness(robustness_metrics, probe, labels)
-        before = {c: v for c, m in robustness_metrics.items() if (v := oriented(m.get(f"{probe}_before", {})))
-                  is not None}
+        before = {
+            c: v for c, m in robustness_metrics.items() if (v := oriented(m.get(f"{probe}_before", {}))) is not None
+        }
         faith = faithfulness(before, labels)
         if rob is not None or faith is not None:
-            rows.append({"suite": "robustness", "metric": f"{probe}_before", "faithfulness": faith,
-                         "robustness": rob})
-    rows.sort(key=lambda r: (-(r["faithfulness"] or {}).get("auc", -1.0),
-                             -((r["robustness"] or {}).get("HM") or -1.0), r["suite"], r["metric"]))
-    return {"labels": {"knows": list(labels.knows), "never_saw": list(labels.never_saw), "retain": labels.retain,
-                       "missing_from_report": missing},
-            "convention": CONVENTION, "source_run": report.get("run", {}).get("id"), "metrics": rows,
-            "not_scored": sorted(f"{s}.{m}" for s, m in by_metric if (s, m) in utility),
-            "not_scored_reason": "utility metrics (what must be kept) are not forgetting metrics: a faithful one "
-                                 "does not separate the checkpoints that know the forget set from those that never "
-                                 "saw it"}
+            rows.append({"suite": "robustness", "metric": f"{probe}_before", "faithfulness": faith, "robustness": rob})
+    rows.sort(
+        key=lambda r: (
+            -(r["faithfulness"] or {}).get("auc", -1.0),
+            -((r["robustness"] or {}).get("HM") or -1.0),
+            r["suite"],
+            r["metric"],
+        )
+    )
+    return {
+        "labels": {
+            "knows": list(labels.knows),
+            "never_saw": list(labels.never_saw),
+            "retain": labels.retain,
+            "missing_from_report": missing,
+        },
+        "convention": CONVENTION,
+        "source_run": report.get("run", {}).get("id"),
+        "metrics": rows,
+        "not_scored": sorted(f"{s}.{m}" for s, m in by_metric if (s, m) in utility),
+        "not_scored_reason": "utility metrics (what must be kept) are not forgetting metrics: a faithful one "
+        "does not separate the checkpoints that know the forget set from those that never "
+        "saw it",
+    }
 
 
 def _cells(row: dict) -> list[str]:
@@ -216,33 +242,50 @@ def render_html(result: dict) -> str:
     metric with no HM is not drawn)."""
     from unlearnbench.report.svg import scatter
 
-    points = [(r["metric"], r["faithfulness"]["auc"], r["robustness"]["HM"]) for r in result["metrics"]
-              if r["faithfulness"] and r["robustness"] and r["robustness"].get("HM") is not None]
-    figure = scatter("Faithfulness vs robustness", points, "faithfulness (AUC, 0-1)", "robustness HM(R, Q), 0-1",
-                     "faithfulness-robustness", "Top right: a metric that separates knowing from never-seeing "
-                                                "checkpoints and holds under relearning and quantization. Metrics "
-                                                "whose HM is undefined (see the notes) are not drawn.")
+    points = [
+        (r["metric"], r["faithfulness"]["auc"], r["robustness"]["HM"])
+        for r in result["metrics"]
+        if r["faithfulness"] and r["robustness"] and r["robustness"].get("HM") is not None
+    ]
+    figure = scatter(
+        "Faithfulness vs robustness",
+        points,
+        "faithfulness (AUC, 0-1)",
+        "robustness HM(R, Q), 0-1",
+        "faithfulness-robustness",
+        "Top right: a metric that separates knowing from never-seeing "
+        "checkpoints and holds under relearning and quantization. Metrics "
+        "whose HM is undefined (see the notes) are not drawn.",
+    )
     rows = []
     for r in result["metrics"]:
-        rows.append(f"<tr><td>{html.escape(r['suite'])}.{html.escape(r['metric'])}</td>"
-                    + "".join(f"<td>{html.escape(c)}</td>" for c in _cells(r)) + "</tr>")
-    notes = [html.escape(f"{r['suite']}.{r['metric']}: {r['robustness']['hm_note']}") for r in result["metrics"]
-             if (r["robustness"] or {}).get("hm_note")]
+        rows.append(
+            f"<tr><td>{html.escape(r['suite'])}.{html.escape(r['metric'])}</td>"
+            + "".join(f"<td>{html.escape(c)}</td>" for c in _cells(r))
+            + "</tr>"
+        )
+    notes = [
+        html.escape(f"{r['suite']}.{r['metric']}: {r['robustness']['hm_note']}")
+        for r in result["metrics"]
+        if (r["robustness"] or {}).get("hm_note")
+    ]
     if result.get("not_scored"):
         notes.append(html.escape(f"Not scored ({result['not_scored_reason']}): {', '.join(result['not_scored'])}."))
     labels = result["labels"]
-    return (f"<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' "
-            "content='width=device-width, initial-scale=1'><title>unlearnbench meta-evaluation</title>"
-            "<style>body{font-family:system-ui,sans-serif;margin:1em;max-width:1100px}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:4px 8px}.scroll{overflow-x:auto}figure svg{width:100%;"
-            "height:auto;max-width:460px}</style>"
-            "</head><body><h1>Meta-evaluation</h1>"
-            f"<p>knows: {html.escape(', '.join(labels['knows']))}; never saw: "
-            f"{html.escape(', '.join(labels['never_saw']))}; retain: {html.escape(labels['retain'])}</p>"
-            f"<p id='convention'>{html.escape(result['convention'])}</p>{figure}"
-            "<div class='scroll'><table id='meta-eval'><tr><th>metric</th><th>faithfulness AUC [95% CI]</th><th>R</th>"
-            f"<th>Q</th><th>HM</th></tr>{''.join(rows)}</table></div>"
-            f"<ul id='notes'>{''.join(f'<li>{n}</li>' for n in notes)}</ul></body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' "
+        "content='width=device-width, initial-scale=1'><title>unlearnbench meta-evaluation</title>"
+        "<style>body{font-family:system-ui,sans-serif;margin:1em;max-width:1100px}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:4px 8px}.scroll{overflow-x:auto}figure svg{width:100%;"
+        "height:auto;max-width:460px}</style>"
+        "</head><body><h1>Meta-evaluation</h1>"
+        f"<p>knows: {html.escape(', '.join(labels['knows']))}; never saw: "
+        f"{html.escape(', '.join(labels['never_saw']))}; retain: {html.escape(labels['retain'])}</p>"
+        f"<p id='convention'>{html.escape(result['convention'])}</p>{figure}"
+        "<div class='scroll'><table id='meta-eval'><tr><th>metric</th><th>faithfulness AUC [95% CI]</th><th>R</th>"
+        f"<th>Q</th><th>HM</th></tr>{''.join(rows)}</table></div>"
+        f"<ul id='notes'>{''.join(f'<li>{n}</li>' for n in notes)}</ul></body></html>"
+    )
 
 
 def write(result: dict, directory: Path) -> tuple[Path, Path]:

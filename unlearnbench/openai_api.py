@@ -71,8 +71,16 @@ def _tls_context() -> ssl.SSLContext:
 
 
 class OpenAIClient:
-    def __init__(self, base_url: str, *, what: str, timeout: float = 30.0, retries: int = 3, backoff: float = 0.5,
-                 max_reply_bytes: int = 1 << 20):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        what: str,
+        timeout: float = 30.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+        max_reply_bytes: int = 1 << 20,
+    ):
         """`what` names the option the URL came from, for messages (e.g. "--judge openai:URL")."""
         import httpx
 
@@ -82,7 +90,8 @@ class OpenAIClient:
         if self.api_key and not safe_for_secrets(self.base_url):
             raise UnlearnbenchError(
                 f"{what}: {API_KEY_VARIABLE} is set, and it is sent only over https or to a loopback address "
-                "(127.0.0.1, ::1, localhost); use an https URL or unset the key")
+                "(127.0.0.1, ::1, localhost); use an https URL or unset the key"
+            )
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -95,9 +104,11 @@ class OpenAIClient:
         transport = httpx.HTTPTransport(
             verify=_tls_context() if urlsplit(self.base_url).scheme == "https" else True,
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
-            socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-        self._http = httpx.Client(headers=headers, follow_redirects=False, trust_env=not is_loopback(self.base_url),
-                                  transport=transport)
+            socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+        )
+        self._http = httpx.Client(
+            headers=headers, follow_redirects=False, trust_env=not is_loopback(self.base_url), transport=transport
+        )
 
     def post(self, path: str, body: dict) -> dict:
         return self._request("POST", path, json.dumps(body).encode())
@@ -169,7 +180,8 @@ class OpenAIClient:
             raise EndpointError(
                 f"{request.method} {request.url}: the server answered HTTP {response.status_code}, a redirect to "
                 f"{target.url}, another origin: not followed (the API key and the prompts go only to the URL "
-                "given); use the final URL")
+                "given); use the final URL"
+            )
         return target
 
     def _read(self, response) -> bytes:

@@ -21,8 +21,22 @@ from unlearnbench.rule import DecisionRule
 
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "k": 2**10,
+    "m": 2**20,
+    "g": 2**30,
+    "t": 2**40,
+}
 
 
 def memory_budget_of(text: str) -> int | None:
@@ -32,8 +46,9 @@ def memory_budget_of(text: str) -> int | None:
         return None
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", text.lower())
     if not match or match.group(2) not in _UNITS or float(match.group(1)) * _UNITS[match.group(2)] < 1 << 20:
-        raise UnlearnbenchError(f"--memory-budget must be 'auto' or a size of at least 1 MiB such as 512MiB or "
-                                f"4GB, not {text!r}")
+        raise UnlearnbenchError(
+            f"--memory-budget must be 'auto' or a size of at least 1 MiB such as 512MiB or 4GB, not {text!r}"
+        )
     return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
@@ -73,12 +88,15 @@ class BenchOptions:
         if self.batch_size is not None and (not isinstance(self.batch_size, int) or self.batch_size < 1):
             raise UnlearnbenchError(f"--batch-size must be 'auto' or a positive integer, not {self.batch_size!r}")
         if self.memory_budget is not None and self.memory_budget < 1 << 20:
-            raise UnlearnbenchError(f"--memory-budget must be 'auto' or a size of at least 1 MiB such as 512MiB or "
-                                    f"4GB, not {self.memory_budget!r} bytes")
+            raise UnlearnbenchError(
+                f"--memory-budget must be 'auto' or a size of at least 1 MiB such as 512MiB or "
+                f"4GB, not {self.memory_budget!r} bytes"
+            )
         for suite in self.data_dirs:
             if suite != "*" and suite not in SUITES:
-                raise UnlearnbenchError(f"--data-dir {suite}={self.data_dirs[suite]}: unknown suite '{suite}' "
-                                        f"(known: {', '.join(SUITES)})")
+                raise UnlearnbenchError(
+                    f"--data-dir {suite}={self.data_dirs[suite]}: unknown suite '{suite}' (known: {', '.join(SUITES)})"
+                )
         for suite, values in self.suite_options.items():
             for name in values:
                 if suite not in SUITES or name not in SUITES[suite].options:
@@ -87,14 +105,16 @@ class BenchOptions:
                     raise UnlearnbenchError(f"--suite-option {entry!r}: expected SUITE.KEY=VALUE, one of {known}")
         if self.zoo_extra:
             if self.models:
-                raise UnlearnbenchError("--zoo-extra adds zoo recipes to the default zoo run: give it without "
-                                        "--model/--model-dir")
+                raise UnlearnbenchError(
+                    "--zoo-extra adds zoo recipes to the default zoo run: give it without --model/--model-dir"
+                )
             from unlearnbench.fixtures.zoo import RECIPES
 
             for name in self.zoo_extra:
                 if name not in RECIPES:
-                    raise UnlearnbenchError(f"--zoo-extra {name}: no zoo recipe of this name "
-                                            f"(known: {', '.join(RECIPES)})")
+                    raise UnlearnbenchError(
+                        f"--zoo-extra {name}: no zoo recipe of this name (known: {', '.join(RECIPES)})"
+                    )
 
     @classmethod
     def from_command_line(cls, get: Callable[[str], object], *, cache_secret: bytes | None = None) -> BenchOptions:
@@ -105,8 +125,9 @@ class BenchOptions:
         if batch != "auto" and (not batch.isdigit() or int(batch) < 1):
             raise UnlearnbenchError(f"--batch-size must be 'auto' or a positive integer, not {batch!r}")
         if get("point_estimate") and get("strict_ci"):
-            raise UnlearnbenchError("--point-estimate decides on values alone and --strict-ci on intervals: "
-                                    "give one of them")
+            raise UnlearnbenchError(
+                "--point-estimate decides on values alone and --strict-ci on intervals: give one of them"
+            )
         if get("point_estimate") and get("correction") == "holm":
             raise UnlearnbenchError("--correction corrects the intervals' decisions; --point-estimate makes none")
         suite_options: dict[str, dict[str, str]] = {}
@@ -139,8 +160,13 @@ class BenchOptions:
             memory_budget=memory_budget_of(get("memory_budget")),
             cache_dir=Path(get("cache_dir")).expanduser() if get("cache_dir") else DEFAULT_CACHE_DIR,
             cache_secret=cache_secret,
-            rule=DecisionRule(alpha=get("alpha"), power=get("power"), correction=get("correction") or "holm",
-                              point_estimate=get("point_estimate"), strict=get("strict_ci")),
+            rule=DecisionRule(
+                alpha=get("alpha"),
+                power=get("power"),
+                correction=get("correction") or "holm",
+                point_estimate=get("point_estimate"),
+                strict=get("strict_ci"),
+            ),
             seed=get("seed"),
             shard=get("shard"),
             tokenizers=dict(get("tokenizer")),
@@ -172,11 +198,16 @@ class RunOptions:
             raise UnlearnbenchError("--fail-on-regression needs --baseline REPORT.json")
         if get("baseline") and not rules:
             raise UnlearnbenchError("--baseline needs at least one --fail-on-regression [SUITE.]METRIC:DELTA")
-        return cls(report_dir=Path(get("report_dir")) if get("report_dir") else Path(rootpath) / "reports",
-                   report_items=get("report_items"), baseline=Path(get("baseline")) if get("baseline") else None,
-                   regression_rules=rules, fail_inconclusive=bool(get("fail_inconclusive")),
-                   progress=not get("no_progress"), verbose=(get("verbose") or 0) > 0,
-                   long_tracebacks=get("tbstyle") == "long")
+        return cls(
+            report_dir=Path(get("report_dir")) if get("report_dir") else Path(rootpath) / "reports",
+            report_items=get("report_items"),
+            baseline=Path(get("baseline")) if get("baseline") else None,
+            regression_rules=rules,
+            fail_inconclusive=bool(get("fail_inconclusive")),
+            progress=not get("no_progress"),
+            verbose=(get("verbose") or 0) > 0,
+            long_tracebacks=get("tbstyle") == "long",
+        )
 
 
 def data_dirs_of(entries: list[str]) -> dict[str, str]:

@@ -40,96 +40,224 @@ VALUE_OPTIONS: frozenset[str] = frozenset()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("unlearnbench", "unlearnbench: unlearning gates for LLM checkpoints")
-    group.addoption("--model", action="append", default=[], metavar="[NAME=]PATH",
-                    help="checkpoint under test: HF directory, .gguf file or Hub id; repeatable. "
-                         "Default: the fixture zoo.")
-    group.addoption("--model-dir", action="append", default=[], metavar="DIR",
-                    help="every checkpoint below DIR (folders with config.json, .gguf files); repeatable")
+    group.addoption(
+        "--model",
+        action="append",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="checkpoint under test: HF directory, .gguf file or Hub id; repeatable. Default: the fixture zoo.",
+    )
+    group.addoption(
+        "--model-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="every checkpoint below DIR (folders with config.json, .gguf files); repeatable",
+    )
     group.addoption("--full-model", metavar="[NAME=]PATH", help="reference model trained on forget + retain data")
     group.addoption("--retain-model", metavar="[NAME=]PATH", help="reference model trained on retain data only")
-    group.addoption("--base-model", metavar="PATH", default=None,
-                    help="the base model of every PEFT adapter checkpoint (a folder with adapter_config.json), "
-                         "instead of the base_model_name_or_path its adapter_config.json names")
+    group.addoption(
+        "--base-model",
+        metavar="PATH",
+        default=None,
+        help="the base model of every PEFT adapter checkpoint (a folder with adapter_config.json), "
+        "instead of the base_model_name_or_path its adapter_config.json names",
+    )
     group.addoption("--thresholds", metavar="FILE", help="YAML of per-check overrides of the default gates")
-    group.addoption("--report-dir", metavar="DIR", default=None,
-                    help="where reports/<run-id>/ is written (default: <rootdir>/reports)")
+    group.addoption(
+        "--report-dir",
+        metavar="DIR",
+        default=None,
+        help="where reports/<run-id>/ is written (default: <rootdir>/reports)",
+    )
     group.addoption("--device", default="auto", help="auto | cpu | cuda | cuda:N (auto: one GPU per xdist worker)")
-    group.addoption("--device-map", type=_parse_device_map, default=None, metavar="auto|FILE.json",
-                    help="spread each checkpoint over every visible GPU (accelerate's device_map: auto, balanced, "
-                         "balanced_low_0, sequential) or as a JSON file {module: device} says; replaces --device")
-    group.addoption("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"),
-                    help="model weights dtype; log-probs are always float32 (auto: float32 on CPU)")
-    group.addoption("--batch-size", default="auto",
-                    help="auto (sized by --memory-budget, halves on CUDA OOM) or a fixed number")
-    group.addoption("--memory-budget", default="auto", metavar="auto|SIZE",
-                    help="what one batch's working memory may take beside the weights, e.g. 512MiB or 4GB "
-                         "(default auto: 1 GiB on CPU, 80%% of the free memory on CUDA)")
-    group.addoption("--cache-dir", metavar="DIR", default=None,
-                    help="cache for reference-model work and the zoo (default ~/.cache/unlearnbench)")
-    group.addoption("--cache-key-file", metavar="FILE", default=os.environ.get("UNLEARNBENCH_CACHE_KEY_FILE") or None,
-                    help="a secret (>= 16 bytes) that signs cache entries with HMAC-SHA256: entries not signed with "
-                         "it (written by anyone without the key) are recomputed, not trusted; for a --cache-dir "
-                         "others can write (default: $UNLEARNBENCH_CACHE_KEY_FILE)")
-    group.addoption("--data-dir", action="append", default=[], metavar="[SUITE=]DIR",
-                    help="data for every suite, or for one suite (a directory, or hf:DATASET); repeatable")
-    group.addoption("--suite-option", action="append", default=[], metavar="SUITE.KEY=VALUE",
-                    help="a suite parameter (e.g. dusk.forget_style=Listicle); repeatable")
+    group.addoption(
+        "--device-map",
+        type=_parse_device_map,
+        default=None,
+        metavar="auto|FILE.json",
+        help="spread each checkpoint over every visible GPU (accelerate's device_map: auto, balanced, "
+        "balanced_low_0, sequential) or as a JSON file {module: device} says; replaces --device",
+    )
+    group.addoption(
+        "--dtype",
+        default="auto",
+        choices=("auto", "float32", "bfloat16", "float16"),
+        help="model weights dtype; log-probs are always float32 (auto: float32 on CPU)",
+    )
+    group.addoption(
+        "--batch-size", default="auto", help="auto (sized by --memory-budget, halves on CUDA OOM) or a fixed number"
+    )
+    group.addoption(
+        "--memory-budget",
+        default="auto",
+        metavar="auto|SIZE",
+        help="what one batch's working memory may take beside the weights, e.g. 512MiB or 4GB "
+        "(default auto: 1 GiB on CPU, 80%% of the free memory on CUDA)",
+    )
+    group.addoption(
+        "--cache-dir",
+        metavar="DIR",
+        default=None,
+        help="cache for reference-model work and the zoo (default ~/.cache/unlearnbench)",
+    )
+    group.addoption(
+        "--cache-key-file",
+        metavar="FILE",
+        default=os.environ.get("UNLEARNBENCH_CACHE_KEY_FILE") or None,
+        help="a secret (>= 16 bytes) that signs cache entries with HMAC-SHA256: entries not signed with "
+        "it (written by anyone without the key) are recomputed, not trusted; for a --cache-dir "
+        "others can write (default: $UNLEARNBENCH_CACHE_KEY_FILE)",
+    )
+    group.addoption(
+        "--data-dir",
+        action="append",
+        default=[],
+        metavar="[SUITE=]DIR",
+        help="data for every suite, or for one suite (a directory, or hf:DATASET); repeatable",
+    )
+    group.addoption(
+        "--suite-option",
+        action="append",
+        default=[],
+        metavar="SUITE.KEY=VALUE",
+        help="a suite parameter (e.g. dusk.forget_style=Listicle); repeatable",
+    )
     from unlearnbench.suites import SUITES
 
     for spec in SUITES.values():  # each suite's shortcuts for its --suite-option keys
         for flag, _key, metavar, text in spec.flags:
             group.addoption(flag, default=None, metavar=metavar, help=text)
-    group.addoption("--alpha", type=_parse_alpha, default=0.05, metavar="A",
-                    help="a check passes or fails only when the whole (1 - A) interval of what it decides on (its "
-                         "value, or its difference from the reference) is on one side of its bound; otherwise it is "
-                         "inconclusive (default 0.05: 95%% intervals; docs/verdicts.md)")
-    group.addoption("--correction", choices=CORRECTIONS, default=None,
-                    help="holm (the default): a check fails only when its Holm-adjusted p-value across all of the "
-                         "checkpoint's checks in the run is at most A, so that A bounds the chance of failing a "
-                         "checkpoint wrongly; none: A per check, as a paper's table reads (docs/verdicts.md)")
-    group.addoption("--power", type=_parse_power, default=DEFAULT_POWER, metavar="P",
-                    help="the power that the minimum detectable effect (mde), the items an undecided check needs "
-                         "(n_needed) and the preflight aim at (default 0.8)")
-    group.addoption("--point-estimate", action="store_true",
-                    help="decide every check on its value alone, as papers' tables do (intervals are still "
-                         "reported); the report says which rule decided")
-    group.addoption("--strict-ci", action="store_true",
-                    help="fail every check the evidence does not decide (an inconclusive check) instead of "
-                         "skipping it, and say so in the report")
-    group.addoption("--fail-inconclusive", action="store_true",
-                    help="fail (not skip) a check that cannot separate good from bad checkpoints on this data "
-                         "(a release gate's choice; --strict-ci implies it)")
-    group.addoption("--seed", type=int, default=0, help="seed of everything random: bootstrap CIs, MCQ distractors and option positions (default 0)")
-    group.addoption("--baseline", metavar="REPORT.json", default=None,
-                    help="a previous report to compare with (see --fail-on-regression)")
-    group.addoption("--fail-on-regression", action="append", default=[], metavar="[SUITE.]METRIC:DELTA",
-                    help="fail when METRIC is worse than in --baseline by more than DELTA; repeatable")
-    group.addoption("--report-items", type=_positive_int, default=None, metavar="N",
-                    help="keep at most N items' values and generations per metric in the report (values and CIs "
-                         "still cover every item); default: all")
-    group.addoption("--shard", type=_parse_shard, default=None, metavar="I/N",
-                    help="evaluate only shard I of N (0 <= I < N) of the run's checkpoints, e.g. "
-                         "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT; join the reports with `unlearnbench merge`")
-    group.addoption("--tokenizer", action="append", default=[], type=_parse_tokenizer, metavar="NAME=DIR",
-                    help="the tokenizer files of an endpoint model (--model NAME=openai:URL#MODEL): prompts are built "
-                         "here from them (repeatable)")
-    group.addoption("--endpoint-concurrency", type=_positive_int, default=8, metavar="N",
-                    help="requests in flight per endpoint model (default 8)")
-    group.addoption("--endpoint-timeout", type=_positive_seconds, default=120.0, metavar="SECONDS",
-                    help="how long one request to an openai: model (--model/--full-model/--retain-model NAME=openai:"
-                         "URL) may wait for its reply before it is retried (4 tries in all); default 120")
-    group.addoption("--zoo-extra", action="append", default=[], metavar="RECIPE",
-                    help="on the default zoo, also evaluate this zoo recipe in every suite that runs the unlearning "
-                         "family (e.g. retain-seed1; `unlearnbench zoo list`); repeatable")
-    group.addoption("--checkpoint-deadline", type=_positive_seconds, default=None, metavar="SECONDS",
-                    help="wall-clock limit on one checkpoint's evaluation, from its first computed suite: past "
-                         "it, its remaining checks fail with the reason and the run goes on (default: none)")
-    group.addoption("--no-progress", action="store_true",
-                    help="do not print progress lines (model loading, generation, patching) to stderr")
+    group.addoption(
+        "--alpha",
+        type=_parse_alpha,
+        default=0.05,
+        metavar="A",
+        help="a check passes or fails only when the whole (1 - A) interval of what it decides on (its "
+        "value, or its difference from the reference) is on one side of its bound; otherwise it is "
+        "inconclusive (default 0.05: 95%% intervals; docs/verdicts.md)",
+    )
+    group.addoption(
+        "--correction",
+        choices=CORRECTIONS,
+        default=None,
+        help="holm (the default): a check fails only when its Holm-adjusted p-value across all of the "
+        "checkpoint's checks in the run is at most A, so that A bounds the chance of failing a "
+        "checkpoint wrongly; none: A per check, as a paper's table reads (docs/verdicts.md)",
+    )
+    group.addoption(
+        "--power",
+        type=_parse_power,
+        default=DEFAULT_POWER,
+        metavar="P",
+        help="the power that the minimum detectable effect (mde), the items an undecided check needs "
+        "(n_needed) and the preflight aim at (default 0.8)",
+    )
+    group.addoption(
+        "--point-estimate",
+        action="store_true",
+        help="decide every check on its value alone, as papers' tables do (intervals are still "
+        "reported); the report says which rule decided",
+    )
+    group.addoption(
+        "--strict-ci",
+        action="store_true",
+        help="fail every check the evidence does not decide (an inconclusive check) instead of "
+        "skipping it, and say so in the report",
+    )
+    group.addoption(
+        "--fail-inconclusive",
+        action="store_true",
+        help="fail (not skip) a check that cannot separate good from bad checkpoints on this data "
+        "(a release gate's choice; --strict-ci implies it)",
+    )
+    group.addoption(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of everything random: bootstrap CIs, MCQ distractors and option positions (default 0)",
+    )
+    group.addoption(
+        "--baseline",
+        metavar="REPORT.json",
+        default=None,
+        help="a previous report to compare with (see --fail-on-regression)",
+    )
+    group.addoption(
+        "--fail-on-regression",
+        action="append",
+        default=[],
+        metavar="[SUITE.]METRIC:DELTA",
+        help="fail when METRIC is worse than in --baseline by more than DELTA; repeatable",
+    )
+    group.addoption(
+        "--report-items",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="keep at most N items' values and generations per metric in the report (values and CIs "
+        "still cover every item); default: all",
+    )
+    group.addoption(
+        "--shard",
+        type=_parse_shard,
+        default=None,
+        metavar="I/N",
+        help="evaluate only shard I of N (0 <= I < N) of the run's checkpoints, e.g. "
+        "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT; join the reports with `unlearnbench merge`",
+    )
+    group.addoption(
+        "--tokenizer",
+        action="append",
+        default=[],
+        type=_parse_tokenizer,
+        metavar="NAME=DIR",
+        help="the tokenizer files of an endpoint model (--model NAME=openai:URL#MODEL): prompts are built "
+        "here from them (repeatable)",
+    )
+    group.addoption(
+        "--endpoint-concurrency",
+        type=_positive_int,
+        default=8,
+        metavar="N",
+        help="requests in flight per endpoint model (default 8)",
+    )
+    group.addoption(
+        "--endpoint-timeout",
+        type=_positive_seconds,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long one request to an openai: model (--model/--full-model/--retain-model NAME=openai:"
+        "URL) may wait for its reply before it is retried (4 tries in all); default 120",
+    )
+    group.addoption(
+        "--zoo-extra",
+        action="append",
+        default=[],
+        metavar="RECIPE",
+        help="on the default zoo, also evaluate this zoo recipe in every suite that runs the unlearning "
+        "family (e.g. retain-seed1; `unlearnbench zoo list`); repeatable",
+    )
+    group.addoption(
+        "--checkpoint-deadline",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="wall-clock limit on one checkpoint's evaluation, from its first computed suite: past "
+        "it, its remaining checks fail with the reason and the run goes on (default: none)",
+    )
+    group.addoption(
+        "--no-progress",
+        action="store_true",
+        help="do not print progress lines (model loading, generation, patching) to stderr",
+    )
     global VALUE_OPTIONS
-    VALUE_OPTIONS = frozenset(name for option in group.options
-                              if option.attrs().get("action") not in ("store_true", "store_false")
-                              for name in option.names())
+    VALUE_OPTIONS = frozenset(
+        name
+        for option in group.options
+        if option.attrs().get("action") not in ("store_true", "store_false")
+        for name in option.names()
+    )
 
 
 def _parse_alpha(text: str) -> float:
@@ -174,8 +302,9 @@ def _parse_tokenizer(text: str) -> tuple[str, str]:
 
     name, sep, directory = text.partition("=")
     if not (sep and name and directory):
-        raise argparse.ArgumentTypeError(f"expected NAME=DIR (the endpoint model's name and its tokenizer folder), "
-                                         f"not {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=DIR (the endpoint model's name and its tokenizer folder), not {text!r}"
+        )
     return name, directory
 
 
@@ -201,9 +330,7 @@ def _positive_seconds(text: str) -> float:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", f"{MARKER}(suite): an unlearnbench suite test, parametrized over checkpoints"
-    )
+    config.addinivalue_line("markers", f"{MARKER}(suite): an unlearnbench suite test, parametrized over checkpoints")
     _quiet_third_party(config)
     _validate_inputs(config)
     _prefer_loadgroup(config)
@@ -245,8 +372,10 @@ def _validate_inputs(config: pytest.Config) -> None:
         options = BenchOptions.from_command_line(config.getoption, cache_secret=cache_secret)
         workers = getattr(config.option, "numprocesses", None)
         if options.device_map is not None and isinstance(workers, int) and workers > 1:
-            raise UnlearnbenchError(f"--device-map spreads each checkpoint over every visible device: run it "
-                                    f"with one process, not -n {workers}")
+            raise UnlearnbenchError(
+                f"--device-map spreads each checkpoint over every visible device: run it "
+                f"with one process, not -n {workers}"
+            )
     except UnlearnbenchError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = RunState(config)
@@ -292,7 +421,8 @@ def _check_rootdir(config: pytest.Config) -> None:
             raise UnlearnbenchError(
                 f"pytest took {config.rootpath} as its rootdir from {flag} {value} (before the test paths, an "
                 f"option's value counts as one when pytest picks its rootdir), so the reports and pytest's cache "
-                f"would go there: put the test paths first, write {flag}={value}, or pass --rootdir=DIR")
+                f"would go there: put the test paths first, write {flag}={value}, or pass --rootdir=DIR"
+            )
 
 
 def _prefer_loadgroup(config: pytest.Config) -> None:
@@ -308,8 +438,9 @@ def _prefer_loadgroup(config: pytest.Config) -> None:
 def pytest_xdist_auto_num_workers(config: pytest.Config):
     """`-n auto` on a suite run: one worker per GPU, else 2 (CPU evaluation is
     compute-bound: more workers than that only split the same cores)."""
-    if not any(Path(str(a)).parts[:1] == ("suites",) or "suites" in Path(str(a)).parts
-               for a in config.invocation_params.args):
+    if not any(
+        Path(str(a)).parts[:1] == ("suites",) or "suites" in Path(str(a)).parts for a in config.invocation_params.args
+    ):
         return None  # not a suite run: xdist's own default
     try:
         import torch
@@ -381,8 +512,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # next (other tests first, in their order), so each model is loaded once
     # and freed after its last test.
     first_seen: dict[str, int] = {}
-    ranked = [(-1 if spec is None else first_seen.setdefault(spec.name, len(first_seen)), position, item)
-              for position, item in enumerate(items) for spec in [checkpoint_spec_of(item)]]
+    ranked = [
+        (-1 if spec is None else first_seen.setdefault(spec.name, len(first_seen)), position, item)
+        for position, item in enumerate(items)
+        for spec in [checkpoint_spec_of(item)]
+    ]
     items[:] = [item for _, _, item in sorted(ranked, key=lambda r: (r[0], r[1]))]
     state: RunState = config.stash[STATE]
     state.start(sorted(suites), suites)
@@ -409,5 +543,3 @@ def retain_model(request: pytest.FixtureRequest):
     loaded once per process; None when there is none."""
     state: RunState = request.config.stash[STATE]
     return state.bench.session_reference("retain") if state.bench else None
-
-

@@ -30,8 +30,9 @@ def identity(spec) -> dict:
     return {"name": spec.name, **series}
 
 
-def check_record(bench, spec, suite: str, name: str, sent: SentOnce, *, worker: str = "main",
-                 items_limit: int | None = None):
+def check_record(
+    bench, spec, suite: str, name: str, sent: SentOnce, *, worker: str = "main", items_limit: int | None = None
+):
     """(record, verdict) of check `name` of `suite` on checkpoint `spec`.
     A check that cannot be judged raises RecordedError, its record holding
     the error: a broken checkpoint, model or input (an UnlearnbenchError,
@@ -57,8 +58,9 @@ def check_record(bench, spec, suite: str, name: str, sent: SentOnce, *, worker: 
     key = (spec.name, suite)
     if run is not None and key not in sent.metrics:
         sent.metrics.add(key)
-        record["metrics"] = {k: cap_items(reported(m), items_limit) if items_limit else reported(m)
-                             for k, m in run.metrics.items()}
+        record["metrics"] = {
+            k: cap_items(reported(m), items_limit) if items_limit else reported(m) for k, m in run.metrics.items()
+        }
         # The suite's code version travels with its data: a leaderboard never ranks results of two versions
         # together (report/leaderboard.py). Added here, not in the result cache, so cached runs carry it too.
         record["data"] = run.data | {"suite_version": SUITES[suite].version}

@@ -56,7 +56,8 @@ def installed(group: str, kind: type[T], builtin: dict[str, T]) -> tuple[dict[st
     problems: list[str] = []
     for entry in entry_points(group=group):
         where = f"{what} entry point {entry.name} = {entry.value!r}" + (
-            f" (package {entry.dist.name})" if entry.dist is not None else "")
+            f" (package {entry.dist.name})" if entry.dist is not None else ""
+        )
         try:
             obj = entry.load()
         except Exception as exc:  # noqa: BLE001 - a third-party import error is reported, not raised here

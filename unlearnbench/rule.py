@@ -38,16 +38,25 @@ class DecisionRule:
     def describe(self) -> str:
         if self.point_estimate:
             return "point estimate: a check passes when its value is on the good side of its bound"
-        family = ("; a fail also needs its Holm-adjusted p-value <= alpha across all of the checkpoint's checks "
-                  "(--correction holm; a checkpoint passes only if every check passes)"
-                  if self.correction == "holm" else "; no correction for the checkpoint's other checks "
-                                                    "(--correction none: alpha per check)")
-        return (f"interval (alpha {self.alpha:g}): pass or fail only when the whole {100 * (1 - self.alpha):.4g}% "
-                f"interval of the value, or of its difference from the reference, is on one side of the "
-                f"bound{family}; otherwise inconclusive"
-                + (" (--strict-ci fails it)" if self.strict else "")
-                + f". mde and n_needed aim at {100 * self.power:.0f}% power")
+        family = (
+            "; a fail also needs its Holm-adjusted p-value <= alpha across all of the checkpoint's checks "
+            "(--correction holm; a checkpoint passes only if every check passes)"
+            if self.correction == "holm"
+            else "; no correction for the checkpoint's other checks (--correction none: alpha per check)"
+        )
+        return (
+            f"interval (alpha {self.alpha:g}): pass or fail only when the whole {100 * (1 - self.alpha):.4g}% "
+            f"interval of the value, or of its difference from the reference, is on one side of the "
+            f"bound{family}; otherwise inconclusive"
+            + (" (--strict-ci fails it)" if self.strict else "")
+            + f". mde and n_needed aim at {100 * self.power:.0f}% power"
+        )
 
     def to_dict(self) -> dict:
-        return {"rule": self.name, "alpha": self.alpha, "power": self.power, "correction": self.correction,
-                "strict_ci": self.strict}
+        return {
+            "rule": self.name,
+            "alpha": self.alpha,
+            "power": self.power,
+            "correction": self.correction,
+            "strict_ci": self.strict,
+        }

@@ -20,9 +20,11 @@ from unlearnbench.records import SentOnce
 RECORD_KEY = "unlearnbench"  # the user_properties key that carries a test's record
 STATE = pytest.StashKey["RunState"]()
 INTERRUPT_FILE_KEY = "unlearnbench_interrupt_file"  # workerinput: the file the controller's Ctrl-C creates
-INTERRUPT_MESSAGE = ("interrupted: the running evaluation stops at its next step, the checks not yet evaluated fail "
-                     "as interrupted, and the report of what finished is written (Ctrl-C again to exit at once, "
-                     "without a report)")
+INTERRUPT_MESSAGE = (
+    "interrupted: the running evaluation stops at its next step, the checks not yet evaluated fail "
+    "as interrupted, and the report of what finished is written (Ctrl-C again to exit at once, "
+    "without a report)"
+)
 
 
 def check_report_dir(base: Path, what: str) -> None:
@@ -37,9 +39,10 @@ def check_report_dir(base: Path, what: str) -> None:
         with tempfile.NamedTemporaryFile(dir=base, prefix=".write-test-"):
             pass
     except OSError as exc:
-        raise UnlearnbenchError(f"{what} {base}: reports cannot be written there "
-                                f"({exc.strerror or type(exc).__name__}{': ' + exc.filename if exc.filename else ''})"
-                                ) from None
+        raise UnlearnbenchError(
+            f"{what} {base}: reports cannot be written there "
+            f"({exc.strerror or type(exc).__name__}{': ' + exc.filename if exc.filename else ''})"
+        ) from None
 
 
 class RunState:
@@ -87,8 +90,7 @@ class RunState:
 
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             writer = getattr(reporter, "_tw", None)  # pytest's TerminalWriter: is its line (the dots) open?
-            progress.enable(self.run_options.progress,
-                            line_width=lambda: getattr(writer, "width_of_current_line", 0))
+            progress.enable(self.run_options.progress, line_width=lambda: getattr(writer, "width_of_current_line", 0))
             cancel.install_sigint_handler(INTERRUPT_MESSAGE)
             if not self.is_worker:
                 check_report_dir(self.run_options.report_dir, "report folder")
@@ -176,8 +178,9 @@ class RunState:
         from unlearnbench.scheduling import CheckpointScheduling
         from unlearnbench.suites import run_order
 
-        return CheckpointScheduling(config, log, run_order([s.name for s in self.options.models],
-                                                           self.options.zoo_extra))
+        return CheckpointScheduling(
+            config, log, run_order([s.name for s in self.options.models], self.options.zoo_extra)
+        )
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report, sched) -> None:
@@ -194,9 +197,16 @@ class RunState:
         reason = str(report.longrepr)
         for nodeid in tests:
             if nodeid != crashitem:
-                self.config.hook.pytest_runtest_logreport(report=pytest.TestReport(
-                    nodeid=nodeid, location=(nodeid.split("::")[0], None, nodeid), keywords={}, outcome="failed",
-                    longrepr=f"checkpoint {name} lost: {reason}; its other tests were not run", when="call"))
+                self.config.hook.pytest_runtest_logreport(
+                    report=pytest.TestReport(
+                        nodeid=nodeid,
+                        location=(nodeid.split("::")[0], None, nodeid),
+                        keywords={},
+                        outcome="failed",
+                        longrepr=f"checkpoint {name} lost: {reason}; its other tests were not run",
+                        when="call",
+                    )
+                )
         if self.report is None:
             self.report = new_report_for(self.config, self.options)
         add_lost(self.report, name, reason, tests)
@@ -210,7 +220,9 @@ class RunState:
         if self.interrupt_file is None:
             import tempfile
 
-            self.interrupt_file = Path(tempfile.gettempdir()) / f"unlearnbench-interrupt-{os.getpid()}-{secrets.token_hex(4)}"
+            self.interrupt_file = (
+                Path(tempfile.gettempdir()) / f"unlearnbench-interrupt-{os.getpid()}-{secrets.token_hex(4)}"
+            )
             cancel.share_through(self.interrupt_file)
         node.workerinput[INTERRUPT_FILE_KEY] = str(self.interrupt_file)
 
@@ -248,8 +260,9 @@ class RunState:
         run["exit_status"] = int(exitstatus)
         run["interrupted"] = interrupted
         run["cache"] = dict(self.cache_stats)
-        self.report_files = write_outputs(self.report, Path(run["directory"]),
-                                          extra_figures=lambda report: extra_figures(self.config, report))
+        self.report_files = write_outputs(
+            self.report, Path(run["directory"]), extra_figures=lambda report: extra_figures(self.config, report)
+        )
         self.config.hook.pytest_unlearnbench_report(report=self.report, files=self.report_files)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
@@ -267,7 +280,8 @@ class RunState:
         for row in self.report.get("regressions", []):
             terminalreporter.write_line(
                 f"REGRESSION {row['checkpoint']} {row['suite']}.{row['metric']}: {row['value']:.4g} vs baseline "
-                f"{row['baseline']:.4g} (worse by {row['worse_by']:.4g} > {row['allowed']:.4g})")
+                f"{row['baseline']:.4g} (worse by {row['worse_by']:.4g} > {row['allowed']:.4g})"
+            )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """After pytest's own summary (its FAILED lines and counts): the
@@ -282,8 +296,11 @@ class RunState:
         write = reporter.write_line
         reporter.write_sep("=", "unlearnbench verdicts")
         if self.report["run"].get("interrupted"):
-            write("INTERRUPTED (Ctrl-C): the report holds what finished; checks not evaluated failed as "
-                  "interrupted", red=True, bold=True)
+            write(
+                "INTERRUPTED (Ctrl-C): the report holds what finished; checks not evaluated failed as interrupted",
+                red=True,
+                bold=True,
+            )
         for line in verdict_lines(self.report):
             write(line, red=" FAIL" in line[:80], green=" PASS" in line[:80])
         for line in suite_notes(self.report):
@@ -322,30 +339,32 @@ def new_report_for(config: pytest.Config, options) -> dict:
 
     run_id = datetime.now().strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
     base = config.stash[STATE].run_options.report_dir
-    return new_report({
-        "id": run_id,
-        "directory": str((base / run_id).resolve()),
-        "started_at": now(),
-        "command": [program(), *config.invocation_params.args],
-        "cwd": os.getcwd(),
-        "options": {
-            "models": [{"name": s.name, "source": s.source} for s in options.models],
-            "full_model": options.full.source if options.full else None,
-            "retain_model": options.retain.source if options.retain else None,
-            "thresholds": str(options.thresholds_override) if options.thresholds_override else None,
-            "device": options.device,
-            "device_map": options.device_map,
-            "dtype": options.dtype,
-            "batch_size": options.batch_size or "auto",
-            "memory_budget": options.memory_budget or "auto",
-            "data_dirs": dict(options.data_dirs),
-            "suite_options": options.suite_options,
-            "cache_signed": options.cache_secret is not None,
-        },
-        "seed": options.seed,
-        "decision": options.rule.to_dict() | {"text": options.rule.describe()},
-        "anchors": anchors(options),
-    })
+    return new_report(
+        {
+            "id": run_id,
+            "directory": str((base / run_id).resolve()),
+            "started_at": now(),
+            "command": [program(), *config.invocation_params.args],
+            "cwd": os.getcwd(),
+            "options": {
+                "models": [{"name": s.name, "source": s.source} for s in options.models],
+                "full_model": options.full.source if options.full else None,
+                "retain_model": options.retain.source if options.retain else None,
+                "thresholds": str(options.thresholds_override) if options.thresholds_override else None,
+                "device": options.device,
+                "device_map": options.device_map,
+                "dtype": options.dtype,
+                "batch_size": options.batch_size or "auto",
+                "memory_budget": options.memory_budget or "auto",
+                "data_dirs": dict(options.data_dirs),
+                "suite_options": options.suite_options,
+                "cache_signed": options.cache_secret is not None,
+            },
+            "seed": options.seed,
+            "decision": options.rule.to_dict() | {"text": options.rule.describe()},
+            "anchors": anchors(options),
+        }
+    )
 
 
 def program() -> str:
@@ -364,5 +383,10 @@ def anchors(options) -> dict[str, str]:
     if not options.models:
         return {recipe: role for spec in SUITES.values() for role, recipe in spec.default_references}
     same = lambda a, b: a == b or os.path.realpath(a) == os.path.realpath(b)  # noqa: E731  (runs/x vs /abs/runs/x)
-    return {spec.name: role for role in REFERENCE_ROLES if (ref := getattr(options, role)) is not None
-            for spec in options.models if same(spec.source, ref.source)}
+    return {
+        spec.name: role
+        for role in REFERENCE_ROLES
+        if (ref := getattr(options, role)) is not None
+        for spec in options.models
+        if same(spec.source, ref.source)
+    }

@@ -30,8 +30,15 @@ class CheckpointScheduling(LoadGroupScheduling):
         the whole run. Here that checkpoint's unit is dropped (recorded in
         `lost`); the dead worker's other, unstarted units are rescheduled."""
         workload = self.assigned_work.pop(node)
-        crashed = next(((scope, nodeid) for scope, unit in workload.items()
-                        for nodeid, completed in unit.items() if not completed), None)
+        crashed = next(
+            (
+                (scope, nodeid)
+                for scope, unit in workload.items()
+                for nodeid, completed in unit.items()
+                if not completed
+            ),
+            None,
+        )
         if crashed is None:
             return None
         scope, crashitem = crashed
@@ -56,7 +63,11 @@ def checkpoint_of(nodeid: str, names: Iterable[str]) -> str | None:
         return None
     param_id = nodeid[nodeid.index("[") + 1 : -1]
     for name in names:
-        if param_id == name or param_id.startswith(name + "-") or param_id.endswith("-" + name) \
-                or f"-{name}-" in param_id:
+        if (
+            param_id == name
+            or param_id.startswith(name + "-")
+            or param_id.endswith("-" + name)
+            or f"-{name}-" in param_id
+        ):
             return name
     return None

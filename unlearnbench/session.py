@@ -78,8 +78,11 @@ class Bench:
                 backend_for(spec.source).check_source(spec.source, name=spec.name, settings=self.load_settings)
         unknown = sorted(set(self.options.tokenizers) - {spec.name for spec in specs})
         if unknown:
-            raise CheckpointError(unknown[0], f"--tokenizer names a model this run does not have (models: "
-                                              f"{', '.join(spec.name for spec in specs) or 'none'})")
+            raise CheckpointError(
+                unknown[0],
+                f"--tokenizer names a model this run does not have (models: "
+                f"{', '.join(spec.name for spec in specs) or 'none'})",
+            )
 
     def checkpoints(self, suite: str) -> list[CheckpointSpec]:
         return sweep_checkpoints(suite, self.options.models, self.options.shard, self.options.zoo_extra)
@@ -107,11 +110,18 @@ class Bench:
         for suite in suites:
             if suite not in SUITES:
                 raise UnlearnbenchError(f"unknown suite '{suite}' (known: {', '.join(SUITES)})")
-            self.gates[suite] = load_suite_thresholds(thresholds_files[suite], suite, SUITES[suite].known_metrics,
-                                                      SUITES[suite].scale_of, SUITES[suite].kind_of)
+            self.gates[suite] = load_suite_thresholds(
+                thresholds_files[suite],
+                suite,
+                SUITES[suite].known_metrics,
+                SUITES[suite].scale_of,
+                SUITES[suite].kind_of,
+            )
         if self.options.thresholds_override:
             apply_overrides(
-                self.options.thresholds_override, self.gates, {name: spec.known_metrics for name, spec in SUITES.items()}
+                self.options.thresholds_override,
+                self.gates,
+                {name: spec.known_metrics for name, spec in SUITES.items()},
             )
         for suite in suites:
             if self.checkpoints(suite):  # a suite with nothing to run (utility on the zoo) reads no data
@@ -132,8 +142,13 @@ class Bench:
                 # One line per recipe as it is built: two build at a time, so no single step line fits.
                 progress.note(f"training the fixture zoo: {', '.join(missing)} (once; cached after)")
                 started = time.perf_counter()
-                zoo.build_many(zoo_names, self.options.cache_dir, on_built=lambda name, seconds, done, total:
-                               progress.note(f"zoo {done}/{total}: {name} trained in {seconds:.1f} s"))
+                zoo.build_many(
+                    zoo_names,
+                    self.options.cache_dir,
+                    on_built=lambda name, seconds, done, total: progress.note(
+                        f"zoo {done}/{total}: {name} trained in {seconds:.1f} s"
+                    ),
+                )
                 progress.note(f"fixture zoo trained: {time.perf_counter() - started:.1f} s")
         self._preflight(suites)
 
@@ -157,12 +172,19 @@ class Bench:
     @property
     def load_settings(self) -> LoadSettings:
         options = self.options
-        return LoadSettings(device=options.device, device_map=options.device_map, dtype=options.dtype,
-                            batch_size=options.batch_size, memory_budget=options.memory_budget,
-                            fingerprint_memo=options.cache_dir / "fingerprints.json",
-                            cache_secret=options.cache_secret,
-                            tokenizers=options.tokenizers, concurrency=options.endpoint_concurrency,
-                            endpoint_timeout=options.endpoint_timeout, base_model=options.base_model)
+        return LoadSettings(
+            device=options.device,
+            device_map=options.device_map,
+            dtype=options.dtype,
+            batch_size=options.batch_size,
+            memory_budget=options.memory_budget,
+            fingerprint_memo=options.cache_dir / "fingerprints.json",
+            cache_secret=options.cache_secret,
+            tokenizers=options.tokenizers,
+            concurrency=options.endpoint_concurrency,
+            endpoint_timeout=options.endpoint_timeout,
+            base_model=options.base_model,
+        )
 
     def attach(self, spec: CheckpointSpec, handle) -> None:
         """Evaluate `spec` on a model already in memory (a model under
@@ -186,8 +208,9 @@ class Bench:
 
         path = next((p for p, loaded in self._handles.items() if loaded is model), None)
         if path is None or not backend_for(path).local_weights:
-            raise MissingCapability(f"{model.name}: an attack transforms the weights, which its backend does not "
-                                    "hold in this process")
+            raise MissingCapability(
+                f"{model.name}: an attack transforms the weights, which its backend does not hold in this process"
+            )
         out = attacks.attacked_dir(self.options.cache_dir, model.fingerprint, attack)
         with file_lock(out.with_name(out.name + ".lock")), progress.step(f"{model.name}: {attack.name} attack"):
             attacks.build(resolve(path, base_model=self.options.base_model), out, attack)
@@ -215,8 +238,12 @@ class Bench:
         a sweep holds the references and one checkpoint per process. Its
         results stay; a later test of it would load it again."""
         path = self.spec_path(spec)
-        pinned = {self.spec_path(ref) for suite in self.gates for role in REFERENCE_ROLES
-                  if (ref := self.reference_spec(role, suite)) is not None}
+        pinned = {
+            self.spec_path(ref)
+            for suite in self.gates
+            for role in REFERENCE_ROLES
+            if (ref := self.reference_spec(role, suite)) is not None
+        }
         if path in pinned or path not in self._handles:
             return
         handle = self._handles.pop(path)
@@ -235,8 +262,9 @@ class Bench:
                 from unlearnbench.fixtures import zoo
 
                 source = str(zoo.data_dir(self.options.cache_dir))
-            self._data[suite] = SUITES[suite].load_data(source, self.options.suite_options.get(suite, {}),
-                                                        self.metric_names(suite))
+            self._data[suite] = SUITES[suite].load_data(
+                source, self.options.suite_options.get(suite, {}), self.metric_names(suite)
+            )
         return self._data[suite]
 
     def metric_names(self, suite: str) -> tuple[str, ...]:
@@ -252,8 +280,11 @@ class Bench:
         path = self.spec_path(spec)
         if path not in self._fingerprints:
             loaded = self._handles.get(path)
-            self._fingerprints[path] = loaded.fingerprint if loaded is not None else backend_for(
-                path).fingerprint_of(path, name=spec.name, settings=self.load_settings)
+            self._fingerprints[path] = (
+                loaded.fingerprint
+                if loaded is not None
+                else backend_for(path).fingerprint_of(path, name=spec.name, settings=self.load_settings)
+            )
         return self._fingerprints[path]
 
     def data_key(self, suite: str) -> dict:
@@ -263,8 +294,11 @@ class Bench:
         third-party loader that does not report its parameters). The one place
         every cache key of a suite, results and reference work, takes them from."""
         data = self.data(suite)
-        return {"files": data.fingerprint, "params": data.params or None,  # None: keys from before smoke had params
-                "options": self.options.suite_options.get(suite, {})}
+        return {
+            "files": data.fingerprint,
+            "params": data.params or None,  # None: keys from before smoke had params
+            "options": self.options.suite_options.get(suite, {}),
+        }
 
     def memo(self, suite: str) -> SuiteMemo:
         """The disk memo of reference-model work for `suite` (metrics.core.ReferenceMemo)."""
@@ -278,18 +312,25 @@ class Bench:
         model loads."""
         from unlearnbench.models.device import device_map_kind, resolve_device
 
-        references = {role: self.fingerprint_of(ref) for role in REFERENCE_ROLES
-                      if (ref := self.reference_spec(role, suite)) is not None}
+        references = {
+            role: self.fingerprint_of(ref)
+            for role in REFERENCE_ROLES
+            if (ref := self.reference_spec(role, suite)) is not None
+        }
         return {
             "op": f"suite:{suite}",
             "model": self.fingerprint_of(spec),
             "data": self.data_key(suite),
             "version": SUITES[suite].version,
-            "params": {"dtype": self.options.dtype,
-                       "device": resolve_device(self.options.device).type if self.options.device_map is None
-                       else device_map_kind(self.options.device_map),
-                       "seed": self.options.seed, "references": references,
-                       "bootstrap_resamples": BOOTSTRAP_RESAMPLES},
+            "params": {
+                "dtype": self.options.dtype,
+                "device": resolve_device(self.options.device).type
+                if self.options.device_map is None
+                else device_map_kind(self.options.device_map),
+                "seed": self.options.seed,
+                "references": references,
+                "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+            },
         }
 
     def _cached_run(self, spec: CheckpointSpec, suite: str) -> SuiteRun:
@@ -299,8 +340,11 @@ class Bench:
         computed = []
         data = self.data(suite)
         if isinstance(data, OptionalData) and data.unavailable:  # a missing extra: no model loads
-            return SuiteRun(metrics={n: Unavailable(n, data.unavailable) for n in self.metric_names(suite)},
-                            data=run_data(data), seconds=0.0)
+            return SuiteRun(
+                metrics={n: Unavailable(n, data.unavailable) for n in self.metric_names(suite)},
+                data=run_data(data),
+                seconds=0.0,
+            )
 
         def compute() -> dict:
             cancel.check()  # after Ctrl-C or past its deadline: no new work starts
@@ -358,8 +402,11 @@ class Bench:
         if limit is None:
             return contextlib.nullcontext()
         started = self._started.setdefault(spec.name, time.monotonic())
-        return cancel.deadline(started + limit, f"{spec.name}: its evaluation passed the --checkpoint-deadline of "
-                                                f"{limit:g} s; its remaining checks are not evaluated")
+        return cancel.deadline(
+            started + limit,
+            f"{spec.name}: its evaluation passed the --checkpoint-deadline of "
+            f"{limit:g} s; its remaining checks are not evaluated",
+        )
 
     def reference_run(self, role: str, suite: str) -> SuiteRun | None:
         """The suite on a reference model (cached on disk across sessions, as every run)."""
@@ -401,8 +448,11 @@ class Bench:
         refs = References(
             full=Deferred(lambda: self.reference("full", suite)),
             retain=Deferred(lambda: self.reference("retain", suite)),
-            memo=self.memo(suite), load_model=self.helper_model, connect_judge=self.judge_endpoint,
-            attacked=self.attacked)
+            memo=self.memo(suite),
+            load_model=self.helper_model,
+            connect_judge=self.judge_endpoint,
+            attacked=self.attacked,
+        )
         with progress.step(f"{handle.name}: {suite} suite"), seeded(self.options.seed):
             try:
                 metrics = spec.evaluate(handle, data, refs)
@@ -439,14 +489,18 @@ class Bench:
             verdict = check.judge(run.metrics, reference, others=others, rule=rule)
             if rule.correction == "holm" and verdict.outcome is Outcome.FAIL and verdict.code is Code.DECIDED:
                 adjusted = self._holm_adjusted(spec, suite)
-                verdict = check.judge(run.metrics, reference, others=others, rule=rule,
-                                      p_adjusted=adjusted[(suite, check.name)])
+                verdict = check.judge(
+                    run.metrics, reference, others=others, rule=rule, p_adjusted=adjusted[(suite, check.name)]
+                )
         return verdict, run
 
     def _roles_of(self, spec: CheckpointSpec, suite: str) -> tuple[str, ...]:
         """The reference roles (full, retain) whose model `spec` is in this suite's run."""
-        return tuple(role for role in REFERENCE_ROLES
-                     if (ref := self.reference_spec(role, suite)) is not None and ref.source == spec.source)
+        return tuple(
+            role
+            for role in REFERENCE_ROLES
+            if (ref := self.reference_spec(role, suite)) is not None and ref.source == spec.source
+        )
 
     def _holm_adjusted(self, spec: CheckpointSpec, asking: str) -> dict[tuple[str, str], float]:
         """Holm-adjusted p-values of every tested check of the checkpoint in
@@ -461,8 +515,11 @@ class Bench:
         if cached is None or not any(suite == asking for suite, _ in cached):  # a suite evaluated since
             family = {}
             for suite, gate in self.gates.items():
-                if suite != asking and spec.name not in {s.name for s in self.checkpoints(suite)} \
-                        and (spec.name, suite) not in self._runs:
+                if (
+                    suite != asking
+                    and spec.name not in {s.name for s in self.checkpoints(suite)}
+                    and (spec.name, suite) not in self._runs
+                ):
                     continue
                 try:
                     run = self.run(spec, suite)
@@ -471,10 +528,16 @@ class Bench:
                 roles = self._roles_of(spec, suite)
                 against = SUITES[suite].measured_against
                 for check in gate.values():
-                    if not check.enabled or (check.relative_to in roles and check.or_bound is None) \
-                            or against.get(check.metric) in roles or (
-                            check.relative_to and check.or_bound is None
-                            and self.reference_spec(check.relative_to, suite) is None):
+                    if (
+                        not check.enabled
+                        or (check.relative_to in roles and check.or_bound is None)
+                        or against.get(check.metric) in roles
+                        or (
+                            check.relative_to
+                            and check.or_bound is None
+                            and self.reference_spec(check.relative_to, suite) is None
+                        )
+                    ):
                         continue
                     try:
                         reference, others = self._judge_inputs(check, suite)
@@ -557,8 +620,12 @@ def run_data(data: SuiteData) -> dict:
 
 
 def _to_plain(run: SuiteRun) -> dict:
-    return {"metrics": {k: m.to_dict() for k, m in run.metrics.items()}, "data": run.data, "seconds": run.seconds,
-            "checkpoint": run.checkpoint}
+    return {
+        "metrics": {k: m.to_dict() for k, m in run.metrics.items()},
+        "data": run.data,
+        "seconds": run.seconds,
+        "checkpoint": run.checkpoint,
+    }
 
 
 def _from_plain(plain: dict) -> SuiteRun:

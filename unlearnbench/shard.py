@@ -51,4 +51,3 @@ class Shard:
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
-

@@ -55,11 +55,15 @@ def pytest_collection_finish(session) -> None:
         spec = checkpoint_spec_of(item)
         if spec is not None:
             tests.setdefault(spec.name, []).append(item.nodeid)
-    Path(target).write_text(json.dumps({
-        "order": run_order([s.name for s in state.options.models], state.options.zoo_extra),
-        "tests": tests,
-        "report_base": str(state.run_options.report_dir.resolve()),
-    }))
+    Path(target).write_text(
+        json.dumps(
+            {
+                "order": run_order([s.name for s in state.options.models], state.options.zoo_extra),
+                "tests": tests,
+                "report_base": str(state.run_options.report_dir.resolve()),
+            }
+        )
+    )
 
 
 def plan(pytest_args: list[str], cwd: Path) -> dict:
@@ -68,9 +72,26 @@ def plan(pytest_args: list[str], cwd: Path) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         target = Path(scratch) / "plan.json"
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", *pytest_args, "--collect-only", "-q", "-n", "0",
-             "-p", "unlearnbench.sweep", "-p", "no:cacheprovider", "--no-progress"],
-            cwd=cwd, env={**os.environ, PLAN_ENV: str(target)}, capture_output=True, text=True)
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                *pytest_args,
+                "--collect-only",
+                "-q",
+                "-n",
+                "0",
+                "-p",
+                "unlearnbench.sweep",
+                "-p",
+                "no:cacheprovider",
+                "--no-progress",
+            ],
+            cwd=cwd,
+            env={**os.environ, PLAN_ENV: str(target)},
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0 or not target.is_file():
             errors = [line for line in (done.stderr + done.stdout).splitlines() if line.startswith("ERROR")]
             detail = "; ".join(errors) or (done.stderr + done.stdout).strip()[-OUTPUT_TAIL_CHARS:]
@@ -115,9 +136,24 @@ def run_checkpoint(name: str, shard: str, pytest_args: list[str], cwd: str, env:
     with tempfile.TemporaryDirectory() as out:
         started = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", *pytest_args, "--shard", shard, "--report-dir", out,
-             "-p", "no:cacheprovider", "--no-progress"],
-            cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True)
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                *pytest_args,
+                "--shard",
+                shard,
+                "--report-dir",
+                out,
+                "-p",
+                "no:cacheprovider",
+                "--no-progress",
+            ],
+            cwd=cwd,
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+        )
         found = [p for p in Path(out).glob("*/report.json") if p.parent.name != "latest"]
         return {
             "name": name,
@@ -142,15 +178,25 @@ def _connect(ray, address: str) -> None:
 
 def _progress(result: dict, done: int, total: int, started: float) -> str:
     summary = (result["report"] or {}).get("summary", {})
-    counts = ", ".join(f"{summary[k]} {k}" for k in ("passed", "failed", "inconclusive", "skipped", "errors")
-                       if summary.get(k)) or "no report: " + (result["output_tail"].strip().splitlines() or ["no output"])[-1][:200]
+    counts = (
+        ", ".join(
+            f"{summary[k]} {k}" for k in ("passed", "failed", "inconclusive", "skipped", "errors") if summary.get(k)
+        )
+        or "no report: " + (result["output_tail"].strip().splitlines() or ["no output"])[-1][:200]
+    )
     remaining = (time.perf_counter() - started) / done * (total - done)
     eta = f"ETA {remaining / 60:.1f} min" if done < total else "done"
     return f"[{done}/{total}] {result['name']}: {counts} in {result['seconds']} s on {result['node']}; {eta}"
 
 
-def sweep(address: str, pytest_args: list[str], *, cpus_per_task: float = 1.0,
-          gpus_per_task: float | None = None, out=sys.stdout) -> tuple[int, Path]:
+def sweep(
+    address: str,
+    pytest_args: list[str],
+    *,
+    cpus_per_task: float = 1.0,
+    gpus_per_task: float | None = None,
+    out=sys.stdout,
+) -> tuple[int, Path]:
     """Run the sweep; returns (exit status as pytest's, merged report.json)."""
     from unlearnbench.report.merge import merge_reports
     from unlearnbench.report.schema import add_lost, new_report, write_outputs
@@ -158,7 +204,9 @@ def sweep(address: str, pytest_args: list[str], *, cpus_per_task: float = 1.0,
     from unlearnbench.shard import Shard
 
     if any(a == "--shard" or a.startswith("--shard=") for a in pytest_args):
-        raise UnlearnbenchError("--shard and --ray split the same sweep twice: give one (Ray runs one task per checkpoint)")
+        raise UnlearnbenchError(
+            "--shard and --ray split the same sweep twice: give one (Ray runs one task per checkpoint)"
+        )
     ray = import_ray()
     check_reachable(address)
     cwd = Path.cwd()
@@ -184,8 +232,14 @@ def sweep(address: str, pytest_args: list[str], *, cpus_per_task: float = 1.0,
                 return ray.get(ref)
             except Exception as exc:  # the task itself died (node lost, OOM-killed worker): that checkpoint only
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                return {"name": submitted[ref], "exit_code": None, "seconds": None, "node": None, "report": None,
-                        "output_tail": f"Ray task failed: {first}"}
+                return {
+                    "name": submitted[ref],
+                    "exit_code": None,
+                    "seconds": None,
+                    "node": None,
+                    "report": None,
+                    "output_tail": f"Ray task failed: {first}",
+                }
 
         started = time.perf_counter()
         results = [result_of(submit(names[0]))]  # alone: the reference work is computed once, into the cache
@@ -202,15 +256,26 @@ def sweep(address: str, pytest_args: list[str], *, cpus_per_task: float = 1.0,
     merged = merge_reports(reports) if reports else new_report({})
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-ray-" + os.urandom(3).hex()
     directory = Path(run_plan["report_base"]) / run_id
-    merged["run"].update({"id": run_id, "directory": str(directory), "cwd": str(cwd),
-                          "command": ["unlearnbench", "sweep", "--ray", address, "--", *pytest_args],
-                          "ray": {r["name"]: {"node": r["node"], "seconds": r["seconds"], "exit_code": r["exit_code"]}
-                                  for r in results}})
+    merged["run"].update(
+        {
+            "id": run_id,
+            "directory": str(directory),
+            "cwd": str(cwd),
+            "command": ["unlearnbench", "sweep", "--ray", address, "--", *pytest_args],
+            "ray": {
+                r["name"]: {"node": r["node"], "seconds": r["seconds"], "exit_code": r["exit_code"]} for r in results
+            },
+        }
+    )
     for r in results:
         if r["report"] is None:
             last = r["output_tail"].strip().splitlines()[-1:] or ["no output"]
-            add_lost(merged, r["name"], f"its pytest run wrote no report (exit {r['exit_code']}): {last[0]}",
-                     run_plan["tests"][r["name"]])
+            add_lost(
+                merged,
+                r["name"],
+                f"its pytest run wrote no report (exit {r['exit_code']}): {last[0]}",
+                run_plan["tests"][r["name"]],
+            )
     files = write_outputs(merged, directory)
     print("\n".join([*verdict_lines(merged), "", *path_lines(files)]), file=out, flush=True)
     return _exit_status([r["exit_code"] for r in results], lost=any(r["report"] is None for r in results)), files.json

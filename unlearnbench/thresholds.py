@@ -56,8 +56,18 @@ from unlearnbench.rule import DEFAULT_ALPHA, DEFAULT_POWER, DecisionRule
 
 DIRECTIONS = ("at_least", "at_most")
 REFERENCES = ("full", "retain")
-CHECK_KEYS = {"metric", "direction", "bound", "relative_to", "margin", "rationale", "requires", "axis",
-              "or_bound", "enabled"}
+CHECK_KEYS = {
+    "metric",
+    "direction",
+    "bound",
+    "relative_to",
+    "margin",
+    "rationale",
+    "requires",
+    "axis",
+    "or_bound",
+    "enabled",
+}
 # What a check is evidence of, for the ranking (report/verdicts.py): forgetting, or utility kept.
 AXES = ("forget", "utility")
 REQUIREMENTS = ("reference_answers_at_least", "separated_from", "full_at_least")
@@ -104,8 +114,12 @@ class Code(str, Enum):
 
     @property
     def cannot_separate(self) -> bool:
-        return self in (Code.BOUND_AT_SCALE_END, Code.REFERENCE_ANSWERS_TOO_FEW, Code.NOTHING_TO_FORGET,
-                        Code.REFERENCES_INDISTINGUISHABLE)
+        return self in (
+            Code.BOUND_AT_SCALE_END,
+            Code.REFERENCE_ANSWERS_TOO_FEW,
+            Code.NOTHING_TO_FORGET,
+            Code.REFERENCES_INDISTINGUISHABLE,
+        )
 
 
 class BoundForm(str, Enum):
@@ -189,8 +203,9 @@ class Verdict:
         relative = self.difference is not None
         dci = self.decision_ci if relative and self.decision_ci else (None, None)
         rci = self.reference_ci or (None, None)
-        out.update(difference_ci_low=dci[0], difference_ci_high=dci[1],
-                   reference_ci_low=rci[0], reference_ci_high=rci[1])
+        out.update(
+            difference_ci_low=dci[0], difference_ci_high=dci[1], reference_ci_low=rci[0], reference_ci_high=rci[1]
+        )
         return out
 
 
@@ -215,8 +230,11 @@ class Check:
     @property
     def reference_roles(self) -> tuple[str, ...]:
         """The reference models judging this check reads: its yardstick and those its requirements name."""
-        roles = [self.relative_to, self.requires.get("separated_from"), "full" if "full_at_least" in self.requires
-                 else None]
+        roles = [
+            self.relative_to,
+            self.requires.get("separated_from"),
+            "full" if "full_at_least" in self.requires else None,
+        ]
         return tuple(dict.fromkeys(r for r in roles if r))
 
     def judge(
@@ -231,8 +249,7 @@ class Check:
         """The verdict under `rule` (docs/verdicts.md): `decide`, then
         `explain` in words."""
         decision = self.decide(metrics, reference, rule=rule, others=others, p_adjusted=p_adjusted)
-        return Verdict(outcome=decision.outcome, code=decision.code, reason=explain(self, decision),
-                       **decision.fields)
+        return Verdict(outcome=decision.outcome, code=decision.code, reason=explain(self, decision), **decision.fields)
 
     def decide(
         self,
@@ -274,8 +291,9 @@ class Check:
                 return Decision(Outcome.SKIP, Code.REFERENCE_UNAVAILABLE, base, {"why": yardstick.reason})
             if not _finite(yardstick):
                 return Decision(Outcome.FAIL, Code.REFERENCE_NOT_FINITE, base, {"value": yardstick.value})
-            relative_bound = yardstick.value - self.margin if self.direction == "at_least" else \
-                yardstick.value + self.margin
+            relative_bound = (
+                yardstick.value - self.margin if self.direction == "at_least" else yardstick.value + self.margin
+            )
             bound, form = relative_bound, BoundForm.RELATIVE
             if self.or_bound is not None:
                 looser = min if self.direction == "at_least" else max
@@ -294,34 +312,54 @@ class Check:
             estimate = value_estimate(result, self.kind, self.scale)
             threshold = bound
         interval = estimate.interval(rule.alpha)
-        judged = dict(base, value=result.value, ci=tuple(result.ci), bound=bound, n=result.n,
-                      reference_value=yardstick.value if relative else None,
-                      reference_ci=tuple(yardstick.ci) if relative else None,
-                      difference=estimate.value if relative else None, decision_ci=interval,
-                      interval=estimate.method, mde=estimate.mde(rule.alpha, rule.power),
-                      clusters=estimate.clusters, n_effective=estimate.n_effective,
-                      p_adjusted=p_adjusted)
+        judged = dict(
+            base,
+            value=result.value,
+            ci=tuple(result.ci),
+            bound=bound,
+            n=result.n,
+            reference_value=yardstick.value if relative else None,
+            reference_ci=tuple(yardstick.ci) if relative else None,
+            difference=estimate.value if relative else None,
+            decision_ci=interval,
+            interval=estimate.method,
+            mde=estimate.mde(rule.alpha, rule.power),
+            clusters=estimate.clusters,
+            n_effective=estimate.n_effective,
+            p_adjusted=p_adjusted,
+        )
         p_value = estimate.p_value(threshold)
         judged.update(p_value=p_value, p_below=p_value is not None and p_value <= estimate.p_floor)
         good = (lambda x: x >= threshold) if self.direction == "at_least" else (lambda x: x <= threshold)
         point_ok = good(estimate.value)
-        facts = {"form": form, "relative_bound": relative_bound,
-                 "yardstick": yardstick.value if yardstick is not None else None, "threshold": threshold,
-                 "point_ok": point_ok, "strict": rule.strict, "level": 1 - rule.alpha}
+        facts = {
+            "form": form,
+            "relative_bound": relative_bound,
+            "yardstick": yardstick.value if yardstick is not None else None,
+            "threshold": threshold,
+            "point_ok": point_ok,
+            "strict": rule.strict,
+            "level": 1 - rule.alpha,
+        }
         inconclusive = Outcome.FAIL if rule.strict else Outcome.INCONCLUSIVE  # --strict-ci fails an undecided check
         found = self._why_inconclusive(bound, reference, others or {}, rule)
         if found:
             code, why = found
             return Decision(inconclusive, code, judged, facts | why)
         if rule.point_estimate:
-            return Decision(Outcome.PASS if point_ok else Outcome.FAIL, Code.POINT_ESTIMATE,
-                            judged | {"decided_by": "point-estimate"}, facts)
+            return Decision(
+                Outcome.PASS if point_ok else Outcome.FAIL,
+                Code.POINT_ESTIMATE,
+                judged | {"decided_by": "point-estimate"},
+                facts,
+            )
         lean = "pass" if point_ok else "fail"
         if interval is None or not interval[1] > interval[0]:
             code = Code.NO_INTERVAL if interval is None else Code.ZERO_WIDTH_INTERVAL
             # An undecided verdict leans; a failed one (--strict-ci) does not, though its reason says the lean.
-            return Decision(inconclusive, code, judged if rule.strict else judged | {"lean": lean},
-                            facts | {"lean": lean})
+            return Decision(
+                inconclusive, code, judged if rule.strict else judged | {"lean": lean}, facts | {"lean": lean}
+            )
         passes = good(interval[0]) and good(interval[1])
         fails = not good(interval[0]) and not good(interval[1])
         code = Code.UNDERPOWERED
@@ -330,15 +368,23 @@ class Check:
             # none: the checkpoint passes only if every check does (an intersection-union test at alpha).
             fails, code = False, Code.HOLM_NOT_SIGNIFICANT
         if passes or fails:
-            return Decision(Outcome.PASS if passes else Outcome.FAIL, Code.DECIDED,
-                            judged | {"decided_by": "interval"}, facts)
+            return Decision(
+                Outcome.PASS if passes else Outcome.FAIL, Code.DECIDED, judged | {"decided_by": "interval"}, facts
+            )
         needed = estimate.needed(threshold, rule.alpha, rule.power)
         return Decision(inconclusive, code, judged | {"lean": lean, "n_needed": needed}, facts)
 
     def _verdict_fields(self, rule: DecisionRule) -> dict:
         return dict(
-            suite=self.suite, check=self.name, metric=self.metric, rationale=self.rationale,
-            direction=self.direction, axis=self.axis, relative_to=self.relative_to, kind=self.kind, **rule.to_dict(),
+            suite=self.suite,
+            check=self.name,
+            metric=self.metric,
+            rationale=self.rationale,
+            direction=self.direction,
+            axis=self.axis,
+            relative_to=self.relative_to,
+            kind=self.kind,
+            **rule.to_dict(),
             # A skipped relative check still shows its bound's form (`>= full - 0.05`) in the report.
             margin=self.margin if self.relative_to else None,
         )
@@ -347,13 +393,19 @@ class Check:
         """The verdict on the reference model `role` itself where this check
         would compare it with itself: not applicable (shown as skipped), never
         a pass on a difference of 0 by construction."""
-        decision = Decision(Outcome.SKIP, Code.REFERENCE_ITSELF, self._verdict_fields(rule),
-                            {"role": role, "why": why or "the yardstick of this check"})
-        return Verdict(outcome=decision.outcome, code=decision.code, reason=explain(self, decision),
-                       **decision.fields)
+        decision = Decision(
+            Outcome.SKIP,
+            Code.REFERENCE_ITSELF,
+            self._verdict_fields(rule),
+            {"role": role, "why": why or "the yardstick of this check"},
+        )
+        return Verdict(outcome=decision.outcome, code=decision.code, reason=explain(self, decision), **decision.fields)
 
-    def power(self, references: Mapping[str, Mapping[str, MetricResult | Unavailable] | None],
-              rule: DecisionRule = DecisionRule()) -> dict | None:
+    def power(
+        self,
+        references: Mapping[str, Mapping[str, MetricResult | Unavailable] | None],
+        rule: DecisionRule = DecisionRule(),
+    ) -> dict | None:
         """The preflight of this check from the reference models' results alone
         (docs/verdicts.md), for a candidate that scores what its reference does
         (the relative check's reference; for an absolute check, the retain
@@ -385,10 +437,19 @@ class Check:
         if margin < 0 or mde <= 0:  # the reference fails it itself, or holds its value by construction (PL 0)
             return None
         underpowered = mde > margin
-        return {"suite": self.suite, "check": self.name, "metric": self.metric, "reference": role, "n": result.n,
-                "mde": mde, "margin": margin, "underpowered": underpowered,
-                "n_needed": estimate.needed(bound, rule.alpha, rule.power) if underpowered else None,
-                "power": rule.power, "clusters": estimate.clusters}
+        return {
+            "suite": self.suite,
+            "check": self.name,
+            "metric": self.metric,
+            "reference": role,
+            "n": result.n,
+            "mde": mde,
+            "margin": margin,
+            "underpowered": underpowered,
+            "n_needed": estimate.needed(bound, rule.alpha, rule.power) if underpowered else None,
+            "power": rule.power,
+            "clusters": estimate.clusters,
+        }
 
     def _why_inconclusive(self, bound: float, reference, others, rule: DecisionRule) -> tuple[Code, dict] | None:
         """(why this bound cannot separate good from bad checkpoints, its numbers), or None."""
@@ -397,8 +458,10 @@ class Check:
             could_not_fail = bound <= low if self.direction == "at_least" else bound >= high
             could_not_pass = bound > high if self.direction == "at_least" else bound < low
             if could_not_fail or could_not_pass:
-                return Code.BOUND_AT_SCALE_END, {"end": "floor" if bound <= low else "ceiling",
-                                                 "could_not": "fail" if could_not_fail else "pass"}
+                return Code.BOUND_AT_SCALE_END, {
+                    "end": "floor" if bound <= low else "ceiling",
+                    "could_not": "fail" if could_not_fail else "pass",
+                }
         share = self.requires.get("reference_answers_at_least")
         yardstick = reference[self.metric] if reference else None
         if share is not None and yardstick is not None and yardstick.per_item:
@@ -415,8 +478,12 @@ class Check:
             gap = difference_estimate(other, yardstick)
             interval = gap.interval(rule.alpha) or (gap.value, gap.value)
             if interval[0] <= 0 <= interval[1]:
-                return Code.REFERENCES_INDISTINGUISHABLE, {"other": role, "gap": gap.value, "gap_ci": interval,
-                                                           "gap_method": gap.method}
+                return Code.REFERENCES_INDISTINGUISHABLE, {
+                    "other": role,
+                    "gap": gap.value,
+                    "gap_ci": interval,
+                    "gap_method": gap.method,
+                }
         return None
 
 
@@ -425,19 +492,26 @@ def explain(check: Check, decision: Decision) -> str:
     and why that decided it or did not."""
     f, facts, code, metric = decision.fields, decision.facts, decision.code, check.metric
     simple = {
-        Code.NEEDS_REFERENCE: lambda: (f"needs --{check.relative_to}-model: the bound is relative to the "
-                                       f"{check.relative_to} model"),
+        Code.NEEDS_REFERENCE: lambda: (
+            f"needs --{check.relative_to}-model: the bound is relative to the {check.relative_to} model"
+        ),
         Code.METRIC_UNAVAILABLE: lambda: f"{metric} unavailable: {facts['why']}",
-        Code.NOT_GATED: lambda: (f"{metric} = {f['value']:.4g}, reported, not gated: this check is off by default; "
-                                 f"a --thresholds file with `{check.suite}: {{{check.name}: {{enabled: true}}}}` "
-                                 "gates it"),
-        Code.NOT_FINITE: lambda: (f"{metric} is not a finite number ({facts['value']}, CI {facts['ci']}): the "
-                                  "checkpoint's scores are broken"),
+        Code.NOT_GATED: lambda: (
+            f"{metric} = {f['value']:.4g}, reported, not gated: this check is off by default; "
+            f"a --thresholds file with `{check.suite}: {{{check.name}: {{enabled: true}}}}` "
+            "gates it"
+        ),
+        Code.NOT_FINITE: lambda: (
+            f"{metric} is not a finite number ({facts['value']}, CI {facts['ci']}): the checkpoint's scores are broken"
+        ),
         Code.REFERENCE_UNAVAILABLE: lambda: f"{metric} unavailable on the {check.relative_to} model: {facts['why']}",
-        Code.REFERENCE_NOT_FINITE: lambda: (f"{metric} on the {check.relative_to} model is not a finite number "
-                                            f"({facts['value']}): the yardstick is broken"),
-        Code.REFERENCE_ITSELF: lambda: f"n/a (reference): this checkpoint is the run's {facts['role']} model, "
-                                       f"{facts['why']}",
+        Code.REFERENCE_NOT_FINITE: lambda: (
+            f"{metric} on the {check.relative_to} model is not a finite number "
+            f"({facts['value']}): the yardstick is broken"
+        ),
+        Code.REFERENCE_ITSELF: lambda: (
+            f"n/a (reference): this checkpoint is the run's {facts['role']} model, {facts['why']}"
+        ),
     }
     if code in simple:
         return simple[code]()
@@ -454,17 +528,25 @@ def explain(check: Check, decision: Decision) -> str:
     if relative:
         interval = f["decision_ci"]
         spread = f" [{level} CI {interval[0]:.4g}, {interval[1]:.4g}, {f['interval']}]" if interval else ""
-        verdict_text += (f"; difference from {check.relative_to} {f['difference']:+.4g}{spread}, held to "
-                         f"{op} {facts['threshold']:+.4g}")
+        verdict_text += (
+            f"; difference from {check.relative_to} {f['difference']:+.4g}{spread}, held to "
+            f"{op} {facts['threshold']:+.4g}"
+        )
     if code in (Code.POINT_ESTIMATE, Code.DECIDED):
         return verdict_text
     if code in (Code.NO_INTERVAL, Code.ZERO_WIDTH_INTERVAL):
-        why = (f"{metric} has no interval here ({f['interval']})" if code is Code.NO_INTERVAL else
-               f"its {level} interval has zero width ({f['interval']}): no spread to tell chance from effect")
+        why = (
+            f"{metric} has no interval here ({f['interval']})"
+            if code is Code.NO_INTERVAL
+            else f"its {level} interval has zero width ({f['interval']}): no spread to tell chance from effect"
+        )
         return f"inconclusive (no interval, leans {facts['lean']}): {verdict_text}, but {why}{strict}"
-    why = (f"its Holm-adjusted p = {f['p_adjusted']:.3g} > alpha {f['alpha']:g} across the checkpoint's checks "
-           "(a fail is corrected for the checkpoint's other checks)" if code is Code.HOLM_NOT_SIGNIFICANT else
-           f"the {level} interval of the {'difference' if relative else 'value'} reaches past the bound")
+    why = (
+        f"its Holm-adjusted p = {f['p_adjusted']:.3g} > alpha {f['alpha']:g} across the checkpoint's checks "
+        "(a fail is corrected for the checkpoint's other checks)"
+        if code is Code.HOLM_NOT_SIGNIFICANT
+        else f"the {level} interval of the {'difference' if relative else 'value'} reaches past the bound"
+    )
     more = f"~{f['n_needed']} items would decide it" if f["n_needed"] else "its value sits on the bound"
     return f"inconclusive (underpowered, leans {f['lean']}): {verdict_text}, but {why}; {more}{strict}"
 
@@ -476,8 +558,7 @@ def _bound_text(check: Check, bound: float, facts: dict) -> str:
     if form is BoundForm.NO_REFERENCE:
         return f"{bound:.4g} (no --{check.relative_to}-model: the check's absolute bound)"
     sign = "-" if check.direction == "at_least" else "+"
-    relative = (f"{facts['relative_bound']:.4g} ({check.relative_to} {facts['yardstick']:.4g} {sign} "
-                f"{check.margin:g})")
+    relative = f"{facts['relative_bound']:.4g} ({check.relative_to} {facts['yardstick']:.4g} {sign} {check.margin:g})"
     if form is BoundForm.OR_BOUND_LOOSER:
         return f"{check.or_bound:.4g} (the check's absolute bound, looser than {relative})"
     if form is BoundForm.RELATIVE_LOOSER:
@@ -487,34 +568,44 @@ def _bound_text(check: Check, bound: float, facts: dict) -> str:
 
 def _why_not_separated(check: Check, code: Code, facts: dict, level: str) -> tuple[str, str]:
     """(why the bound cannot separate checkpoints, what would let it)."""
-    more_data = (f"Use data the {check.relative_to or 'checkpoint'} model can answer, more in-context examples "
-                 f"(dusk: --suite-option dusk.icl_shots=N) or more items")
+    more_data = (
+        f"Use data the {check.relative_to or 'checkpoint'} model can answer, more in-context examples "
+        f"(dusk: --suite-option dusk.icl_shots=N) or more items"
+    )
     forgettable = "An evaluation of forgetting needs data the full model answers"
     if code is Code.BOUND_AT_SCALE_END:
         low, high = check.scale
-        return (f"the bound is at or past the {facts['end']} of {check.metric}'s scale [{low:g}, {high:g}], so no "
-                f"checkpoint could {facts['could_not']}"), more_data
+        return (
+            f"the bound is at or past the {facts['end']} of {check.metric}'s scale [{low:g}, {high:g}], so no "
+            f"checkpoint could {facts['could_not']}"
+        ), more_data
     if code is Code.REFERENCE_ANSWERS_TOO_FEW:
-        return (f"the {check.relative_to} model answers {facts['answered']:.0%} of the items (scores above 0), "
-                f"under the {facts['required']:.0%} this check requires to tell kept from lost"), more_data
+        return (
+            f"the {check.relative_to} model answers {facts['answered']:.0%} of the items (scores above 0), "
+            f"under the {facts['required']:.0%} this check requires to tell kept from lost"
+        ), more_data
     if code is Code.NOTHING_TO_FORGET:
-        return (f"the full model scores {facts['full']:.4g} on {check.metric}, under the {facts['required']:g} "
-                f"this check requires: it holds nothing to forget"), f"{forgettable} (or a stronger full model)"
+        return (
+            f"the full model scores {facts['full']:.4g} on {check.metric}, under the {facts['required']:g} "
+            f"this check requires: it holds nothing to forget"
+        ), f"{forgettable} (or a stronger full model)"
     low, high = facts["gap_ci"]
-    return (f"the {facts['other']} and {check.relative_to} models are indistinguishable on {check.metric}: the "
-            f"{level} interval of their difference, {facts['gap']:+.4g} [{low:.4g}, {high:.4g}, "
-            f"{facts['gap_method']}], contains 0, so the data cannot show forgetting"), \
-        f"{forgettable} better than the {check.relative_to} model, or more items"
+    return (
+        f"the {facts['other']} and {check.relative_to} models are indistinguishable on {check.metric}: the "
+        f"{level} interval of their difference, {facts['gap']:+.4g} [{low:.4g}, {high:.4g}, "
+        f"{facts['gap_method']}], contains 0, so the data cannot show forgetting"
+    ), f"{forgettable} better than the {check.relative_to} model, or more items"
 
 
 def power_line(power: dict) -> str:
     """'underpowered: dusk.verbatim_forgotten can tell differences >= 0.11 at 80% power with n=128 items in 16
     clusters; its margin is 0.05; ~600 items would', or 'ok: ...' for a check its n can decide."""
-    clusters = (f" in {power['clusters']} clusters" if power.get("clusters") and power["clusters"] < power["n"]
-                else "")
+    clusters = f" in {power['clusters']} clusters" if power.get("clusters") and power["clusters"] < power["n"] else ""
     at_power = f" at {100 * power['power']:.0f}% power" if power.get("power") else ""
-    line = (f"{power['suite']}.{power['check']} can tell differences >= {power['mde']:.2g}{at_power} with "
-            f"n={power['n']} items{clusters}; its margin is {power['margin']:.2g}")
+    line = (
+        f"{power['suite']}.{power['check']} can tell differences >= {power['mde']:.2g}{at_power} with "
+        f"n={power['n']} items{clusters}; its margin is {power['margin']:.2g}"
+    )
     if not power["underpowered"]:
         return f"ok: {line}"
     needed = f"~{power['n_needed']} items would" if power["n_needed"] else "no number of items would (margin 0)"
@@ -540,14 +631,22 @@ def _number(value, path, check, field) -> float:
     return float(value)
 
 
-def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, ...], path: str,
-                    scales: Mapping[str, tuple[float, float]] | None = None,
-                    kinds: Mapping[str, str] | Callable[[str], str] | None = None) -> Check:
+def _validate_check(
+    name: str,
+    fields: Mapping,
+    suite: str,
+    metrics: tuple[str, ...],
+    path: str,
+    scales: Mapping[str, tuple[float, float]] | None = None,
+    kinds: Mapping[str, str] | Callable[[str], str] | None = None,
+) -> Check:
     if not isinstance(fields, Mapping):
         raise ThresholdsError(path, f"expected a mapping of fields, not {type(fields).__name__}", name)
     unknown = set(fields) - CHECK_KEYS
     if unknown:
-        raise ThresholdsError(path, f"unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(CHECK_KEYS))})", name)
+        raise ThresholdsError(
+            path, f"unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(CHECK_KEYS))})", name
+        )
     for required in ("metric", "direction", "rationale"):
         if required not in fields:
             raise ThresholdsError(path, f"missing '{required}'", name)
@@ -559,14 +658,20 @@ def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, 
         if problem:
             raise ThresholdsError(path, f"metric '{fields['metric']}': {problem}", name)
     elif fields["metric"] not in metrics:
-        raise ThresholdsError(path, f"suite '{suite}' has no metric '{fields['metric']}' (it has: {', '.join(metrics)})", name)
+        raise ThresholdsError(
+            path, f"suite '{suite}' has no metric '{fields['metric']}' (it has: {', '.join(metrics)})", name
+        )
     if fields["direction"] not in DIRECTIONS:
-        raise ThresholdsError(path, f"'direction' must be one of {', '.join(DIRECTIONS)}, not {fields['direction']!r}", name)
+        raise ThresholdsError(
+            path, f"'direction' must be one of {', '.join(DIRECTIONS)}, not {fields['direction']!r}", name
+        )
     has_bound, has_ref = "bound" in fields, "relative_to" in fields
     if has_bound == has_ref:
         raise ThresholdsError(path, "give exactly one of 'bound' (absolute) or 'relative_to' (full|retain)", name)
     if has_ref and fields["relative_to"] not in REFERENCES:
-        raise ThresholdsError(path, f"'relative_to' must be one of {', '.join(REFERENCES)}, not {fields['relative_to']!r}", name)
+        raise ThresholdsError(
+            path, f"'relative_to' must be one of {', '.join(REFERENCES)}, not {fields['relative_to']!r}", name
+        )
     if "margin" in fields and not has_ref:
         raise ThresholdsError(path, "'margin' only applies with 'relative_to'", name)
     if "axis" in fields and fields["axis"] not in AXES:
@@ -575,21 +680,26 @@ def _validate_check(name: str, fields: Mapping, suite: str, metrics: tuple[str, 
     if margin < 0:
         raise ThresholdsError(path, f"'margin' must be >= 0 (it is a tolerance), not {margin}", name)
     if "or_bound" in fields and not has_ref:
-        raise ThresholdsError(path, "'or_bound' only applies with 'relative_to' (an absolute bound that "
-                                    "passes too)", name)
+        raise ThresholdsError(
+            path, "'or_bound' only applies with 'relative_to' (an absolute bound that passes too)", name
+        )
     if not isinstance(fields.get("enabled", True), bool):
         raise ThresholdsError(path, f"'enabled' must be true or false, not {fields['enabled']!r}", name)
     return Check(
-        suite=suite, name=name, metric=fields["metric"], direction=fields["direction"],
-        rationale=fields["rationale"].strip(), source=path,
+        suite=suite,
+        name=name,
+        metric=fields["metric"],
+        direction=fields["direction"],
+        rationale=fields["rationale"].strip(),
+        source=path,
         bound=_number(fields["bound"], path, name, "bound") if has_bound else None,
-        relative_to=fields.get("relative_to"), margin=margin,
+        relative_to=fields.get("relative_to"),
+        margin=margin,
         scale=(scales or {}).get(fields["metric"]),
         kind=_kind(fields["metric"], scales or {}, kinds or {}),
         requires=_requirements(fields.get("requires", {}), fields.get("relative_to"), path, name),
         axis=fields.get("axis"),
-        or_bound=_number(fields["or_bound"], path, name, "or_bound")
-        if "or_bound" in fields else None,
+        or_bound=_number(fields["or_bound"], path, name, "or_bound") if "or_bound" in fields else None,
         enabled=fields.get("enabled", True),
     )
 
@@ -605,23 +715,32 @@ def _requirements(raw, relative_to: str | None, path: str, check: str) -> dict:
         raise ThresholdsError(path, f"'requires' must be a mapping, not {type(raw).__name__}", check)
     unknown = set(raw) - set(REQUIREMENTS)
     if unknown:
-        raise ThresholdsError(path, f"unknown requirement(s) {', '.join(sorted(unknown))} in 'requires' "
-                              f"(allowed: {', '.join(REQUIREMENTS)})", check)
+        raise ThresholdsError(
+            path,
+            f"unknown requirement(s) {', '.join(sorted(unknown))} in 'requires' (allowed: {', '.join(REQUIREMENTS)})",
+            check,
+        )
     if raw and not relative_to:
-        raise ThresholdsError(path, "'requires' only applies with 'relative_to' (it is about the reference models)",
-                              check)
+        raise ThresholdsError(
+            path, "'requires' only applies with 'relative_to' (it is about the reference models)", check
+        )
     out = dict(raw)
     if "reference_answers_at_least" in raw:
         share = _number(raw["reference_answers_at_least"], path, check, "requires.reference_answers_at_least")
         if not 0 <= share <= 1:
-            raise ThresholdsError(path, f"'requires.reference_answers_at_least' is a share between 0 and 1, "
-                                  f"not {share}", check)
+            raise ThresholdsError(
+                path, f"'requires.reference_answers_at_least' is a share between 0 and 1, not {share}", check
+            )
         out["reference_answers_at_least"] = share
     if "full_at_least" in raw:
         out["full_at_least"] = _number(raw["full_at_least"], path, check, "requires.full_at_least")
     if "separated_from" in raw and (raw["separated_from"] not in REFERENCES or raw["separated_from"] == relative_to):
-        raise ThresholdsError(path, f"'requires.separated_from' must name the other reference model than "
-                              f"'{relative_to}' (one of {', '.join(REFERENCES)}), not {raw['separated_from']!r}", check)
+        raise ThresholdsError(
+            path,
+            f"'requires.separated_from' must name the other reference model than "
+            f"'{relative_to}' (one of {', '.join(REFERENCES)}), not {raw['separated_from']!r}",
+            check,
+        )
     return out
 
 
@@ -634,9 +753,13 @@ def _read_yaml(path: Path):
         raise ThresholdsError(path, f"not valid YAML ({str(exc).splitlines()[0]})") from None
 
 
-def load_suite_thresholds(path: Path, suite: str, metrics: tuple[str, ...],
-                          scales: Mapping[str, tuple[float, float]] | None = None,
-                          kinds: Mapping[str, str] | Callable[[str], str] | None = None) -> dict[str, Check]:
+def load_suite_thresholds(
+    path: Path,
+    suite: str,
+    metrics: tuple[str, ...],
+    scales: Mapping[str, tuple[float, float]] | None = None,
+    kinds: Mapping[str, str] | Callable[[str], str] | None = None,
+) -> dict[str, Check]:
     """A suite's default gate, validated; raises ThresholdsError naming the problem."""
     raw = _read_yaml(path)
     if not isinstance(raw, Mapping):
@@ -649,8 +772,10 @@ def load_suite_thresholds(path: Path, suite: str, metrics: tuple[str, ...],
     checks = raw.get("checks")
     if not isinstance(checks, Mapping) or not checks:
         raise ThresholdsError(path, "'checks' must be a non-empty mapping of check name -> fields")
-    return {name: _validate_check(str(name), fields, suite, metrics, str(path), scales, kinds)
-            for name, fields in checks.items()}
+    return {
+        name: _validate_check(str(name), fields, suite, metrics, str(path), scales, kinds)
+        for name, fields in checks.items()
+    }
 
 
 def apply_overrides(path: Path, gates: dict[str, dict[str, Check]], metrics: Mapping[str, tuple[str, ...]]) -> None:
@@ -667,7 +792,9 @@ def apply_overrides(path: Path, gates: dict[str, dict[str, Check]], metrics: Map
             raise ThresholdsError(path, f"suite '{suite}': expected a mapping of check -> fields")
         for name, fields in overrides.items():
             if name not in gates[suite]:
-                raise ThresholdsError(path, f"suite '{suite}' has no check of this name (it has: {', '.join(gates[suite])})", name)
+                raise ThresholdsError(
+                    path, f"suite '{suite}' has no check of this name (it has: {', '.join(gates[suite])})", name
+                )
             if not isinstance(fields, Mapping):
                 raise ThresholdsError(path, f"expected a mapping of fields, not {type(fields).__name__}", name)
             current = gates[suite][name]

@@ -30,8 +30,7 @@ def json_objects(path: Path) -> Iterator[tuple[int, dict]]:
         yield number, record
 
 
-def read_records(path: Path, required: Sequence[str], *, id_field: str = "id",
-                 lists: Sequence[str] = ()) -> list[dict]:
+def read_records(path: Path, required: Sequence[str], *, id_field: str = "id", lists: Sequence[str] = ()) -> list[dict]:
     """Records of a JSONL file; every `required` field a non-empty string,
     every `lists` field a non-empty list of them, ids unique."""
     records, seen = [], {}
@@ -113,8 +112,9 @@ COUNT_OR_ALL = Range(0, meaning="0 = all items")  # item limits
 PROPORTION = Range(0, 1, low_open=True)  # Min-K%'s k
 
 
-def merge_params(defaults: dict, layers: Sequence[tuple[str, dict]], source: object, suite: str,
-                 ranges: dict[str, Range]) -> dict:
+def merge_params(
+    defaults: dict, layers: Sequence[tuple[str, dict]], source: object, suite: str, ranges: dict[str, Range]
+) -> dict:
     """Suite parameters: `defaults`, overridden by each (origin, values) layer
     in turn; unknown keys, values of the wrong type and numbers outside their
     `ranges` (every numeric parameter has one) are errors."""
@@ -158,8 +158,9 @@ def hf_snapshot(source: str, patterns: Sequence[str]) -> Path:
 
         return Path(snapshot_download(source, repo_type="dataset", allow_patterns=list(patterns)))
     except Exception as exc:  # noqa: BLE001 - any hub failure becomes one message
-        raise DataError(f"hf:{source}", f"not a local folder and not resolvable as a dataset id "
-                                        f"({type(exc).__name__}: {exc})") from None
+        raise DataError(
+            f"hf:{source}", f"not a local folder and not resolvable as a dataset id ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def suite_folder(source: str | Path, suite: str, patterns: Sequence[str], what: str) -> Path:
@@ -175,8 +176,9 @@ def suite_folder(source: str | Path, suite: str, patterns: Sequence[str], what: 
     return root
 
 
-def parquet_rows(root: Path, pattern: str, columns: tuple[str, ...], where: str,
-                 optional: tuple[str, ...] = ("cluster",)) -> list[dict]:
+def parquet_rows(
+    root: Path, pattern: str, columns: tuple[str, ...], where: str, optional: tuple[str, ...] = ("cluster",)
+) -> list[dict]:
     """The rows (`columns`, and those of `optional` a file has: an item's
     cluster) of the parquet files matching `pattern` under `root`."""
     try:
@@ -191,7 +193,9 @@ def parquet_rows(root: Path, pattern: str, columns: tuple[str, ...], where: str,
         table = pq.read_table(path)
         missing = set(columns) - set(table.column_names)
         if missing:
-            raise DataError(path, f"missing column(s) {', '.join(sorted(missing))} (has: {', '.join(table.column_names)})")
+            raise DataError(
+                path, f"missing column(s) {', '.join(sorted(missing))} (has: {', '.join(table.column_names)})"
+            )
         rows.extend(table.select([*columns, *(c for c in optional if c in table.column_names)]).to_pylist())
     if not rows:
         raise DataError(root / pattern, "no rows")

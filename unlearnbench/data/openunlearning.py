@@ -28,16 +28,24 @@ def convention_params(params: dict, options: dict, source: object, suite: str) -
     """`params` checked, with the reference convention's privleak settings and
     the reference code it reproduces (`reference_code`) in place."""
     if params["convention"] not in CONVENTIONS:
-        raise DataError(source, f"--suite-option {suite}.convention={params['convention']}: expected one of "
-                                f"{', '.join(CONVENTIONS)}")
+        raise DataError(
+            source,
+            f"--suite-option {suite}.convention={params['convention']}: expected one of {', '.join(CONVENTIONS)}",
+        )
     if params["reference_system_prompt"] != AUTO and params["convention"] != "reference":
-        raise DataError(source, f"--suite-option {suite}.reference_system_prompt applies to convention=reference "
-                                f"only (the default convention uses the model's chat template as it is)")
+        raise DataError(
+            source,
+            f"--suite-option {suite}.reference_system_prompt applies to convention=reference "
+            f"only (the default convention uses the model's chat template as it is)",
+        )
     if params["convention"] == "reference":
         clash = sorted(set(REFERENCE_PRIVLEAK) & set(options))
         if clash:
-            raise DataError(source, f"--suite-option {suite}.convention=reference sets {' and '.join(clash)} itself "
-                                    f"(OpenUnlearning's Min-K% at k = 0.4): drop {' and '.join(clash)}")
+            raise DataError(
+                source,
+                f"--suite-option {suite}.convention=reference sets {' and '.join(clash)} itself "
+                f"(OpenUnlearning's Min-K% at k = 0.4): drop {' and '.join(clash)}",
+            )
         params = {**params, **REFERENCE_PRIVLEAK, "reference_code": REFERENCE_CODE}
     if params["privleak_score"] not in SCORES:
         raise DataError(source, f"privleak_score must be one of {', '.join(SCORES)}, not {params['privleak_score']!r}")

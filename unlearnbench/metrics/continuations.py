@@ -14,8 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def continuation_loglikelihoods(model, contexts: Sequence[str], continuations: Sequence[str], *,
-                                empty_context_prefix: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def continuation_loglikelihoods(
+    model, contexts: Sequence[str], continuations: Sequence[str], *, empty_context_prefix: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(summed log-likelihood of each continuation, whether it is the greedy
     one: every token the model's argmax; False where the backend reports no
     argmax). `empty_context_prefix`: the token an empty context conditions on

@@ -134,7 +134,7 @@ def percentile_ci(values: Sequence[float], alpha: float = 0.05) -> tuple[float, 
         low, high = float(data[below]), float(data[above])
         if math.isinf(low) or (math.isinf(high) and fraction > 0):
             return low if math.isinf(low) else high
-        return float(np.percentile(data[below:above + 1], 100 * fraction)) if above > below else low
+        return float(np.percentile(data[below : above + 1], 100 * fraction)) if above > below else low
 
     return at(alpha / 2), at(1 - alpha / 2)
 
@@ -269,9 +269,16 @@ class References:
     (robustness), all owned by the session, so metric code loads no model and
     opens no connection itself."""
 
-    def __init__(self, *, full: Any = None, retain: Any = None, memo: ReferenceMemo | None = None,
-                 load_model: Callable[[str], Any] | None = None, connect_judge: Callable[[str, str], Any] | None = None,
-                 attacked: Callable | None = None):
+    def __init__(
+        self,
+        *,
+        full: Any = None,
+        retain: Any = None,
+        memo: ReferenceMemo | None = None,
+        load_model: Callable[[str], Any] | None = None,
+        connect_judge: Callable[[str, str], Any] | None = None,
+        attacked: Callable | None = None,
+    ):
         self._models = {"full": full, "retain": retain}
         self.memo = memo if memo is not None else NoMemo()
         self.load_model = load_model  # checkpoint path or Hub id -> LanguageModel

@@ -14,7 +14,7 @@ def split_trailing_space(prompt: str) -> tuple[str, str]:
     the next word ("Answer: A" is [..., ':', 'ĠA']). A newline stays: it is
     its own token in the templates that end with one."""
     stripped = prompt.rstrip(" \t")
-    return stripped, prompt[len(stripped):]
+    return stripped, prompt[len(stripped) :]
 
 
 def first_turn_prompt(model, question: str) -> str:

@@ -79,8 +79,9 @@ def parse_score(text: str) -> float | None:
 
 
 def rubric_prompt(request: JudgeRequest) -> str:
-    return RUBRICS[request.kind].format(query=request.query, reply=request.reply.strip() or "(empty)",
-                                        reference=request.reference)
+    return RUBRICS[request.kind].format(
+        query=request.query, reply=request.reply.strip() or "(empty)", reference=request.reference
+    )
 
 
 def parsed_judgement(raw: str) -> Judgement:
@@ -150,8 +151,15 @@ class CachedJudge:
         return out
 
 
-def make_judge(spec: str, *, model: str = "", embedder: str = "all-MiniLM-L6-v2", device: str = "cpu",
-               load_model=None, connect_judge=None):
+def make_judge(
+    spec: str,
+    *,
+    model: str = "",
+    embedder: str = "all-MiniLM-L6-v2",
+    device: str = "cpu",
+    load_model=None,
+    connect_judge=None,
+):
     """The judge `spec` names. The session's `load_model(path or Hub id)`
     loads an `hf:` judge's model; its `connect_judge(URL, model)` reaches an
     `openai:` judge server (judge_endpoint.py): metric code opens no
@@ -164,7 +172,8 @@ def make_judge(spec: str, *, model: str = "", embedder: str = "all-MiniLM-L6-v2"
         return HFJudge(load_model(spec[3:]))
     if spec.startswith("openai:"):
         if connect_judge is None:
-            raise UnlearnbenchError(f"judge {spec!r}: reaching a judge server needs a session "
-                                    "(References.connect_judge)")
+            raise UnlearnbenchError(
+                f"judge {spec!r}: reaching a judge server needs a session (References.connect_judge)"
+            )
         return connect_judge(spec[7:], model)
     raise ValueError(f"unknown judge {spec!r}: use reference, hf:PATH or openai:URL")

@@ -13,9 +13,17 @@ from unlearnbench.metrics.core import MetricResult, mean_result
 from unlearnbench.metrics.text import Embedder, lcs_ratio, levenshtein_similarity, rouge
 
 
-def verbatim_metrics(references: list[str], generations: list[str], ids: list[str], prompts: list[str],
-                     embedder: Embedder | None, params: dict, *, stemmed: bool = False,
-                     prefix: str = "verbatim") -> dict[str, MetricResult]:
+def verbatim_metrics(
+    references: list[str],
+    generations: list[str],
+    ids: list[str],
+    prompts: list[str],
+    embedder: Embedder | None,
+    params: dict,
+    *,
+    stemmed: bool = False,
+    prefix: str = "verbatim",
+) -> dict[str, MetricResult]:
     """Every verbatim metric from one set of generations: `{prefix}_rougeL_f1`
     and the rest (DUSK's verbatim set; MUSE's VerbMem with `stemmed` ROUGE,
     as OpenUnlearning scores it, and no embedding model)."""
@@ -30,12 +38,21 @@ def verbatim_metrics(references: list[str], generations: list[str], ids: list[st
     }
     if embedder is not None:
         per_metric[f"{prefix}_embedding_cosine"] = embedder.cosine(references, generations)
-    details = {"items": {i: {"prompt_tail": p[-300:], "reference": r, "generation": g}
-                         for i, p, r, g in zip(ids, prompts, references, generations)}}
+    details = {
+        "items": {
+            i: {"prompt_tail": p[-300:], "reference": r, "generation": g}
+            for i, p, r, g in zip(ids, prompts, references, generations)
+        }
+    }
     out = {}
     for name, values in per_metric.items():
-        out[name] = mean_result(name, dict(zip(ids, values)), higher_is_better=False, params=params,
-                                details=details if name == f"{prefix}_rougeL_f1" else {})
+        out[name] = mean_result(
+            name,
+            dict(zip(ids, values)),
+            higher_is_better=False,
+            params=params,
+            details=details if name == f"{prefix}_rougeL_f1" else {},
+        )
     return out
 
 

@@ -37,8 +37,16 @@ def lowest_fraction_mean(values: np.ndarray, k: float, *, floor: bool = False) -
     return float(np.sort(values)[:count].mean())
 
 
-def chunk_scores(logprobs: np.ndarray, vocab_mean: np.ndarray | None, vocab_var: np.ndarray | None, text: str,
-                 k: float, *, floor: bool = False, variance_floor: bool = False) -> dict:
+def chunk_scores(
+    logprobs: np.ndarray,
+    vocab_mean: np.ndarray | None,
+    vocab_var: np.ndarray | None,
+    text: str,
+    k: float,
+    *,
+    floor: bool = False,
+    variance_floor: bool = False,
+) -> dict:
     """Every score of one chunk; Min-K%++ only with the vocabulary statistics
     (a backend that sees only the given tokens' log-probs has none).
     `variance_floor`: sigma = sqrt(max(var, 1e-6)) as OpenUnlearning computes
@@ -50,8 +58,11 @@ def chunk_scores(logprobs: np.ndarray, vocab_mean: np.ndarray | None, vocab_var:
         "mink": lowest_fraction_mean(logprobs, k, floor=floor),
     }
     if vocab_mean is not None:
-        sigma = np.sqrt(np.maximum(vocab_var, SIGMA_FLOOR)) if variance_floor else np.maximum(np.sqrt(vocab_var),
-                                                                                                SIGMA_FLOOR)
+        sigma = (
+            np.sqrt(np.maximum(vocab_var, SIGMA_FLOOR))
+            if variance_floor
+            else np.maximum(np.sqrt(vocab_var), SIGMA_FLOOR)
+        )
         z = (logprobs - vocab_mean) / sigma
         scores["minkpp"] = lowest_fraction_mean(z, k, floor=floor)
     return scores
@@ -78,16 +89,28 @@ def chunk_token_ids(model, text: str, chunk_tokens: int, *, truncate: bool = Fal
     return [bos + ids[i : i + size] for i in range(0, len(ids) - size + 1, size)]
 
 
-def score_texts(model, texts: dict[str, list[str]], chunk_tokens: int, k: float, *,
-                truncate: bool = False, vocab_stats: bool = True, floor: bool = False) -> dict[str, dict[str, list]]:
+def score_texts(
+    model,
+    texts: dict[str, list[str]],
+    chunk_tokens: int,
+    k: float,
+    *,
+    truncate: bool = False,
+    vocab_stats: bool = True,
+    floor: bool = False,
+) -> dict[str, dict[str, list]]:
     """{set name: {score name: [per chunk]}} from ONE teacher-forced pass per
     chunk (per text with `truncate`: see `chunk_token_ids`). Without
     `vocab_stats` the pass needs only the chunk's own log-probs (an endpoint
     gives them) and every score but Min-K%++ is there. `floor`: see
     `lowest_fraction_mean`."""
     chunk_tokens = min(chunk_tokens, model.context_length)
-    chunks = [(name, ids) for name, items in texts.items() for text in items
-              for ids in chunk_token_ids(model, text, chunk_tokens, truncate=truncate)]
+    chunks = [
+        (name, ids)
+        for name, items in texts.items()
+        for text in items
+        for ids in chunk_token_ids(model, text, chunk_tokens, truncate=truncate)
+    ]
     bos = len(model.encode("", add_special_tokens=True))
     scored = model.token_logprobs([ids for _, ids in chunks], [max(bos, 1)] * len(chunks), vocab_stats=vocab_stats)
     out = {name: {s: [] for s in SCORES if vocab_stats or s != "minkpp"} for name in texts}
@@ -110,6 +133,7 @@ def resampled_means(matrix: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> n
     its column counts over n x m. With a comparison matrix (entries 0, 1/2, 1)
     and integer counts every partial sum is exact in float64, so the result
     is bit for bit the indexed mean."""
+
     def counts(index: np.ndarray, size: int) -> np.ndarray:
         draws = index.shape[0]
         flat = (index + size * np.arange(draws)[:, None]).ravel()
@@ -166,9 +190,11 @@ def _unbounded_if_zero(relative: Callable[[float, float], float], model_auc: flo
 # ---------------------------------------------- the membership metrics
 # DUSK's names; MUSE reports the same metrics as OpenUnlearning names them (privleak, ...).
 MEMBERSHIP_METRICS = ("mia_auc_holdout_forget", "privacy_leakage", "privacy_leakage_magnitude", "retain_deviation")
-PL_SIGN = ("PL = (H_m - H_r) / H_r x 100, H = AUC(holdout, forget) under the model (m) and the retain "
-           "model (r); PL > 0: over-unlearning (forget text looks less seen than never-seen text), "
-           "PL < 0: under-unlearning; ideal 0")
+PL_SIGN = (
+    "PL = (H_m - H_r) / H_r x 100, H = AUC(holdout, forget) under the model (m) and the retain "
+    "model (r); PL > 0: over-unlearning (forget text looks less seen than never-seen text), "
+    "PL < 0: under-unlearning; ideal 0"
+)
 
 
 def membership_metrics(own: dict, retain: dict | None, params: dict, score: str = DEFAULT_SCORE) -> dict:
@@ -177,12 +203,18 @@ def membership_metrics(own: dict, retain: dict | None, params: dict, score: str 
     metrics; MUSE's PrivLeak is the same PL)."""
     aucs = {s: auc(own["holdout"][s], own["forget"][s]) for s in own["forget"]}
     n = len(own["forget"][score]) + len(own["holdout"][score])
-    out = {"mia_auc_holdout_forget": MetricResult(
-        "mia_auc_holdout_forget", aucs[score], n, **replicated(_auc_replicates(own, score)), higher_is_better=True,
-        ideal="retain",
-        params={**params, "score": score},
-        details={"auc_holdout_forget_by_score": aucs,
-                 "chunks": {k: len(v[score]) for k, v in own.items()}})}
+    out = {
+        "mia_auc_holdout_forget": MetricResult(
+            "mia_auc_holdout_forget",
+            aucs[score],
+            n,
+            **replicated(_auc_replicates(own, score)),
+            higher_is_better=True,
+            ideal="retain",
+            params={**params, "score": score},
+            details={"auc_holdout_forget_by_score": aucs, "chunks": {k: len(v[score]) for k, v in own.items()}},
+        )
+    }
     if retain is None:
         reason = "needs --retain-model (PL and RD compare AUCs with the retain model's)"
         for name in MEMBERSHIP_METRICS[1:]:
@@ -193,33 +225,59 @@ def membership_metrics(own: dict, retain: dict | None, params: dict, score: str 
     a_r = auc(retain["retain"][score], retain["holdout"][score])
     out["mia_auc_holdout_forget"].details["retain_auc_holdout_forget"] = h_r
     pl_reps, pl_abs_reps, rd_reps, unbounded = bootstrap_pl_rd(own, retain, score)
-    common = {"score": score, "auc_holdout_forget": {"model": h_m, "retain": h_r},
-              "auc_retain_holdout": {"model": a_m, "retain": a_r}}
+    common = {
+        "score": score,
+        "auc_holdout_forget": {"model": h_m, "retain": h_r},
+        "auc_retain_holdout": {"model": a_m, "retain": a_r},
+    }
     pl_params = {**params, "score": score, "sign_convention": PL_SIGN}
     # MUSE under convention=reference: OpenUnlearning's privleak, 1e-10 in the denominator.
     epsilon = EPSILON if params.get("convention") == "reference" else 0.0
     if h_r == 0 and not epsilon:
         # PL divides by it: the retain model ranks every forget chunk above
         # every holdout chunk, so "relative to retain" has no scale.
-        reason = ("PL is undefined: the retain model's AUC(holdout, forget) is 0 (every forget chunk scores above "
-                  "every holdout chunk under the retain model)")
+        reason = (
+            "PL is undefined: the retain model's AUC(holdout, forget) is 0 (every forget chunk scores above "
+            "every holdout chunk under the retain model)"
+        )
         out["privacy_leakage"] = Unavailable("privacy_leakage", reason)
         out["privacy_leakage_magnitude"] = Unavailable("privacy_leakage_magnitude", reason)
     else:
         pl = privacy_leakage(h_m, h_r, epsilon)
         pl_details = {**common, "bootstrap_resamples_unbounded": unbounded["pl"]}
-        out["privacy_leakage"] = MetricResult("privacy_leakage", pl, n, **replicated(pl_reps), higher_is_better=False,
-                                              params=pl_params, details=pl_details, ideal=0.0)
-        out["privacy_leakage_magnitude"] = MetricResult("privacy_leakage_magnitude", abs(pl), n, **replicated(pl_abs_reps),
-                                                        higher_is_better=False, params=pl_params,
-                                                        details=pl_details)
+        out["privacy_leakage"] = MetricResult(
+            "privacy_leakage",
+            pl,
+            n,
+            **replicated(pl_reps),
+            higher_is_better=False,
+            params=pl_params,
+            details=pl_details,
+            ideal=0.0,
+        )
+        out["privacy_leakage_magnitude"] = MetricResult(
+            "privacy_leakage_magnitude",
+            abs(pl),
+            n,
+            **replicated(pl_abs_reps),
+            higher_is_better=False,
+            params=pl_params,
+            details=pl_details,
+        )
     if a_r == 0:
         out["retain_deviation"] = Unavailable(
-            "retain_deviation", "RD is undefined: the retain model's AUC(retain, holdout) is 0")
+            "retain_deviation", "RD is undefined: the retain model's AUC(retain, holdout) is 0"
+        )
     else:
         out["retain_deviation"] = MetricResult(
-            "retain_deviation", retain_deviation(a_m, a_r), n, **replicated(rd_reps), higher_is_better=False,
-            params={**params, "score": score}, details={**common, "bootstrap_resamples_unbounded": unbounded["rd"]})
+            "retain_deviation",
+            retain_deviation(a_m, a_r),
+            n,
+            **replicated(rd_reps),
+            higher_is_better=False,
+            params={**params, "score": score},
+            details={**common, "bootstrap_resamples_unbounded": unbounded["rd"]},
+        )
     return out
 
 

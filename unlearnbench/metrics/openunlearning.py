@@ -61,23 +61,41 @@ HELPFUL = "You are a helpful assistant."
 # apart (Qwen2.5 and SmolLM2 both write ChatML, Mistral-Instruct and
 # Llama-2-chat both write [INST]).
 CONFIGS = (
-    ("Llama", "<|start_header_id|>", Template("Llama-3.x (configs/model/Llama-3.*-Instruct.yaml)", True, HELPFUL,
-                                              "10 Apr 2025")),
+    (
+        "Llama",
+        "<|start_header_id|>",
+        Template("Llama-3.x (configs/model/Llama-3.*-Instruct.yaml)", True, HELPFUL, "10 Apr 2025"),
+    ),
     ("Qwen2", "<|im_start|>", Template("Qwen2.5 (configs/model/Qwen2.5-*-Instruct.yaml)", True, HELPFUL)),
     ("Gemma", "<start_of_turn>", Template("Gemma (configs/model/gemma-7b-it.yaml)", True)),
     ("Phi3", "<|end|>", Template("Phi-3.5 (configs/model/Phi-3.5-mini-instruct.yaml)", True, HELPFUL)),
-    ("Mistral", "<|assistant|>", Template("Zephyr (configs/model/zephyr-7b-beta.yaml)", True, HELPFUL,
-                                          "10 Apr 2025")),
-    ("Llama", "[INST]", Template("Llama-2-chat (configs/model/Llama-2-7b-chat-hf.yaml)", False, user_start="[INST] ",
-                                 user_end=" [/INST]", assistant_end=" ")),
+    ("Mistral", "<|assistant|>", Template("Zephyr (configs/model/zephyr-7b-beta.yaml)", True, HELPFUL, "10 Apr 2025")),
+    (
+        "Llama",
+        "[INST]",
+        Template(
+            "Llama-2-chat (configs/model/Llama-2-7b-chat-hf.yaml)",
+            False,
+            user_start="[INST] ",
+            user_end=" [/INST]",
+            assistant_end=" ",
+        ),
+    ),
 )
 # A model OpenUnlearning ships no config for gets what a config of only
 # `apply_chat_template: true` gives: the template as it is, with whatever
 # default system prompt it writes itself (SmolLM2's names SmolLM).
-OTHER_CHAT = Template("a chat template no OpenUnlearning config covers: applied as is (its own default system "
-                      "prompt, if any)", True)
-BASE = Template("base model (configs/model/Llama-2-7b-hf.yaml, phi-1_5.yaml)", False, user_start="Question: ",
-                user_end="\n", assistant_start="Answer: ", assistant_end="\n\n")
+OTHER_CHAT = Template(
+    "a chat template no OpenUnlearning config covers: applied as is (its own default system prompt, if any)", True
+)
+BASE = Template(
+    "base model (configs/model/Llama-2-7b-hf.yaml, phi-1_5.yaml)",
+    False,
+    user_start="Question: ",
+    user_end="\n",
+    assistant_start="Answer: ",
+    assistant_end="\n\n",
+)
 MAX_QA_TOKENS = 512  # the TOFU and MUSE QA datasets' max_length
 MAX_COMPLETION_TOKENS = 2048  # MUSE's VerbMem dataset max_length
 
@@ -90,17 +108,29 @@ def template_for(model, system_prompt: str = AUTO) -> Template:
         template = BASE
     else:
         probe = model.format_chat([{"role": "user", "content": "?"}])
-        template = next((t for architecture, marker, t in CONFIGS if model.architecture.startswith(architecture)
-                         and marker in probe), OTHER_CHAT)
+        template = next(
+            (
+                t
+                for architecture, marker, t in CONFIGS
+                if model.architecture.startswith(architecture) and marker in probe
+            ),
+            OTHER_CHAT,
+        )
     if system_prompt == AUTO:
         return template
     if not template.chat:
-        raise DataError("--suite-option reference_system_prompt", f"{model.name} is prompted through "
-                        f"{template.family}, literal tags without a chat template: a system prompt has no place "
-                        f"there (OpenUnlearning's tag configs have none); drop the option")
+        raise DataError(
+            "--suite-option reference_system_prompt",
+            f"{model.name} is prompted through "
+            f"{template.family}, literal tags without a chat template: a system prompt has no place "
+            f"there (OpenUnlearning's tag configs have none); drop the option",
+        )
     text = None if system_prompt == "none" else system_prompt
-    return replace(template, system_prompt=text,
-                   family=f"{template.family}; system prompt: {'none' if text is None else repr(text)}")
+    return replace(
+        template,
+        system_prompt=text,
+        family=f"{template.family}; system prompt: {'none' if text is None else repr(text)}",
+    )
 
 
 def pad_id(model) -> int:
@@ -132,10 +162,15 @@ def _template_kwargs(template: Template) -> dict:
 def qa_prompt(model, template: Template, questions: Sequence[str], answers: Sequence[str]) -> str:
     """The text before the last answer: earlier pairs are in-context examples."""
     if template.chat:
-        return model.format_chat(_messages(template, questions, answers)[:-1], add_generation_prompt=True,
-                                 template_kwargs=_template_kwargs(template))
-    turns = "".join(template.user_start + q + template.user_end + template.assistant_start + a
-                    + template.assistant_end for q, a in zip(questions[:-1], answers[:-1]))
+        return model.format_chat(
+            _messages(template, questions, answers)[:-1],
+            add_generation_prompt=True,
+            template_kwargs=_template_kwargs(template),
+        )
+    turns = "".join(
+        template.user_start + q + template.user_end + template.assistant_start + a + template.assistant_end
+        for q, a in zip(questions[:-1], answers[:-1])
+    )
     return turns + template.user_start + questions[-1] + template.user_end + template.assistant_start
 
 
@@ -146,8 +181,14 @@ def encode_qa(model, template: Template, questions: Sequence[str], answers: Sequ
     prompt = qa_prompt(model, template, questions, answers)
     if template.chat:
         # apply_chat_template(tokenize=True) encodes the rendered text without special tokens.
-        ids = model.encode(model.format_chat(_messages(template, questions, answers), add_generation_prompt=False,
-                                             template_kwargs=_template_kwargs(template)), add_special_tokens=False)
+        ids = model.encode(
+            model.format_chat(
+                _messages(template, questions, answers),
+                add_generation_prompt=False,
+                template_kwargs=_template_kwargs(template),
+            ),
+            add_special_tokens=False,
+        )
         prompt_ids = model.encode(prompt, add_special_tokens=False)
     else:
         ids = model.encode(prompt + answers[-1], add_special_tokens=True)[:MAX_QA_TOKENS]
@@ -168,15 +209,16 @@ def encode_completion(model, prefix: str, text: str, max_tokens: int, *, insert_
 
 def score(model, encoded: Sequence[Encoded], *, vocab_stats: bool = False) -> list:
     """Teacher-forced scores of every label, with pad-id tokens out of attention (the collator's mask)."""
-    return model.token_logprobs([e.ids for e in encoded], [e.start for e in encoded], vocab_stats=vocab_stats,
-                                masked_ids={pad_id(model)})
+    return model.token_logprobs(
+        [e.ids for e in encoded], [e.start for e in encoded], vocab_stats=vocab_stats, masked_ids={pad_id(model)}
+    )
 
 
 def reference_text(model, encoded: Encoded, *, whole: bool) -> str:
     """`eval_text_similarity`'s ground truth: the label tokens decoded (the
     whole conversation for a QA item, whose generation labels are all of it),
     with the decoded prompt removed, stripped."""
-    labels = encoded.ids if whole else encoded.ids[encoded.start:]
+    labels = encoded.ids if whole else encoded.ids[encoded.start :]
     prompt = model.clean_up_spaces(model.decode(encoded.prompt_ids))
     return model.clean_up_spaces(model.decode(labels)).replace(prompt, "").strip()
 
@@ -185,8 +227,9 @@ def generate(model, prompts: Sequence[str], *, max_new_tokens: int, stop_strings
     """Greedy replies as `eval_text_similarity` reads them: pad-id tokens of
     the prompt out of attention, special tokens skipped, cleaned up, cut at
     the stop strings, stripped."""
-    replies = model.generate(list(prompts), max_new_tokens=max_new_tokens, stop_strings=stop_strings,
-                             masked_ids={pad_id(model)})
+    replies = model.generate(
+        list(prompts), max_new_tokens=max_new_tokens, stop_strings=stop_strings, masked_ids={pad_id(model)}
+    )
     return [model.clean_up_spaces(reply).strip() for reply in replies]
 
 
@@ -194,7 +237,11 @@ def labels_but_last(scores):
     """The positions `tokenwise_logprobs` and `tokenwise_vocab_logprobs`
     return: every label but the last (the EOS prediction)."""
     cut = slice(0, max(len(scores.logprobs) - 1, 0))
-    return replace(scores, token_ids=scores.token_ids[cut], logprobs=scores.logprobs[cut],
-                   argmax=None if scores.argmax is None else scores.argmax[cut],
-                   vocab_mean=None if scores.vocab_mean is None else scores.vocab_mean[cut],
-                   vocab_var=None if scores.vocab_var is None else scores.vocab_var[cut])
+    return replace(
+        scores,
+        token_ids=scores.token_ids[cut],
+        logprobs=scores.logprobs[cut],
+        argmax=None if scores.argmax is None else scores.argmax[cut],
+        vocab_mean=None if scores.vocab_mean is None else scores.vocab_mean[cut],
+        vocab_var=None if scores.vocab_var is None else scores.vocab_var[cut],
+    )

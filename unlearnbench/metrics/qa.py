@@ -20,14 +20,24 @@ def qa_prompt(question: str) -> str:
     return f"Question: {question}\nAnswer: "
 
 
-def qa_rouge_metrics(prefix: str, items, generations: list[str], params: dict, *, higher_is_better: bool,
-                     stemmed: bool = False) -> dict[str, MetricResult]:
+def qa_rouge_metrics(
+    prefix: str, items, generations: list[str], params: dict, *, higher_is_better: bool, stemmed: bool = False
+) -> dict[str, MetricResult]:
     """`{prefix}_rougeL_recall` and `{prefix}_rougeL_f1` of greedy answers
     against the gold answers (DUSK's UFK/SK/URK, MUSE's KnowMem)."""
     scores = [rouge(q.answer, g, stemmed=stemmed) for q, g in zip(items, generations)]
-    details = {"items": {q.id: {"question": q.question, "answer": q.answer, "generation": g}
-                         for q, g in zip(items, generations)}}
-    return {f"{prefix}_{key}": mean_result(f"{prefix}_{key}", {q.id: s[key] for q, s in zip(items, scores)},
-                                           higher_is_better=higher_is_better, params=params,
-                                           details=details if key == "rougeL_recall" else {})
-            for key in ("rougeL_recall", "rougeL_f1")}
+    details = {
+        "items": {
+            q.id: {"question": q.question, "answer": q.answer, "generation": g} for q, g in zip(items, generations)
+        }
+    }
+    return {
+        f"{prefix}_{key}": mean_result(
+            f"{prefix}_{key}",
+            {q.id: s[key] for q, s in zip(items, scores)},
+            higher_is_better=higher_is_better,
+            params=params,
+            details=details if key == "rougeL_recall" else {},
+        )
+        for key in ("rougeL_recall", "rougeL_f1")
+    }

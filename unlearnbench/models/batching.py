@@ -30,8 +30,9 @@ MAX_BATCH = 256
 PREFILL_CHUNK_TOKENS = 256
 
 
-def pad(sequences: Sequence[Sequence[int]], pad_id: int, *, left: bool = False,
-        head: Sequence[int] = ()) -> tuple[torch.Tensor, torch.Tensor]:
+def pad(
+    sequences: Sequence[Sequence[int]], pad_id: int, *, left: bool = False, head: Sequence[int] = ()
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(ids, attention mask), CPU tensors of [len(sequences), len(head) + the
     longest]: each row is `head`, then its sequence padded with `pad_id` on
     the right (or, `left`, on the left: between the head and the sequence,
@@ -59,8 +60,16 @@ class Batcher:
     MAX_BATCH rows. Should a CUDA batch still run out of memory, the size
     halves, and the smaller size is kept for the rest of the model's life."""
 
-    def __init__(self, *, device: torch.device, vocab_size: int, fixed_batch_size: int | None = None,
-                 memory_budget: int | None = None, kv_bytes_per_token: int = 0, activation_bytes_per_token: int = 0):
+    def __init__(
+        self,
+        *,
+        device: torch.device,
+        vocab_size: int,
+        fixed_batch_size: int | None = None,
+        memory_budget: int | None = None,
+        kv_bytes_per_token: int = 0,
+        activation_bytes_per_token: int = 0,
+    ):
         self.device, self.vocab_size, self.fixed_batch_size = device, vocab_size, fixed_batch_size
         self.memory_budget = memory_budget
         self.kv_bytes_per_token = kv_bytes_per_token
@@ -89,24 +98,39 @@ class Batcher:
             return self.fixed_batch_size
         logits = seq_len * self.vocab_size * 4 * 3 if full_vocab_logits else self.vocab_size * 4 * 3
         at_once = min(seq_len, PREFILL_CHUNK_TOKENS) if chunked_prefill else seq_len
-        per_row = (logits + seq_len * self.kv_bytes_per_token + at_once * self.activation_bytes_per_token
-                   + at_once * seq_len * 4)
+        per_row = (
+            logits
+            + seq_len * self.kv_bytes_per_token
+            + at_once * self.activation_bytes_per_token
+            + at_once * seq_len * 4
+        )
         return int(max(1, min(self.cap, self.budget() // max(per_row, 1))))
 
-    def map(self, lengths: Sequence[int], run: Callable[[list[int]], list], *, full_vocab_logits: bool,
-            extra: int = 0, cap: int | None = None, priority: Sequence | None = None,
-            chunked_prefill: bool = False) -> list:
+    def map(
+        self,
+        lengths: Sequence[int],
+        run: Callable[[list[int]], list],
+        *,
+        full_vocab_logits: bool,
+        extra: int = 0,
+        cap: int | None = None,
+        priority: Sequence | None = None,
+        chunked_prefill: bool = False,
+    ) -> list:
         """Run `run(indices)` over length-sorted batches (or sorted by
         `priority`, largest first); results in input order. `extra` tokens
         are added to each row's length when sizing (generated tokens)."""
-        order = sorted(range(len(lengths)), key=lambda i: priority[i] if priority is not None else lengths[i],
-                       reverse=True)
+        order = sorted(
+            range(len(lengths)), key=lambda i: priority[i] if priority is not None else lengths[i], reverse=True
+        )
         results: list = [None] * len(lengths)
         pos = 0
         while pos < len(order):
             cancel.check()  # Ctrl-C or the checkpoint's deadline: stop between batches
-            size = min(self.size(lengths[order[pos]] + extra, full_vocab_logits, chunked_prefill=chunked_prefill),
-                       cap or self.cap)
+            size = min(
+                self.size(lengths[order[pos]] + extra, full_vocab_logits, chunked_prefill=chunked_prefill),
+                cap or self.cap,
+            )
             batch = order[pos : pos + size]
             try:
                 outputs = run(batch)

@@ -23,8 +23,9 @@ def has_chat_template(tokenizer) -> bool:
     return bool(getattr(tokenizer, "chat_template", None))
 
 
-def format_chat(tokenizer, messages: Sequence[dict], *, add_generation_prompt: bool = True,
-                template_kwargs: dict | None = None) -> str:
+def format_chat(
+    tokenizer, messages: Sequence[dict], *, add_generation_prompt: bool = True, template_kwargs: dict | None = None
+) -> str:
     if has_chat_template(tokenizer):
         return tokenizer.apply_chat_template(
             list(messages), tokenize=False, add_generation_prompt=add_generation_prompt, **(template_kwargs or {})

@@ -122,8 +122,10 @@ def discover(directory: Path | str) -> list[CheckpointSpec]:
             found.append(folder)
             return
         children = [c for c in folder.iterdir() if not c.name.startswith(".")]
-        steps = sorted((c for c in children if c.is_dir() and TRAINER_STEP.match(c.name)),
-                       key=lambda c: int(TRAINER_STEP.match(c.name).group(1)))
+        steps = sorted(
+            (c for c in children if c.is_dir() and TRAINER_STEP.match(c.name)),
+            key=lambda c: int(TRAINER_STEP.match(c.name).group(1)),
+        )
         found.extend(steps)
         for child in sorted(children):
             if child in steps:
@@ -138,16 +140,20 @@ def discover(directory: Path | str) -> list[CheckpointSpec]:
     else:
         walk(root)
     if not found:
-        raise CheckpointError(root, "--model-dir: no checkpoint (a folder with config.json or adapter_config.json, "
-                                    "a checkpoint-<step> folder, or a .gguf file) below it")
+        raise CheckpointError(
+            root,
+            "--model-dir: no checkpoint (a folder with config.json or adapter_config.json, "
+            "a checkpoint-<step> folder, or a .gguf file) below it",
+        )
     specs = []
     for path in found:
         relative = path.relative_to(root).with_suffix("") if path.suffix == ".gguf" else path.relative_to(root)
         step = TRAINER_STEP.match(path.name) if path.is_dir() and path != root else None
         if step:
             series = "-".join(relative.parts[:-1]) or root.name
-            specs.append(CheckpointSpec(name=f"{series}-{path.name}", source=str(path), series=series,
-                                        step=int(step.group(1))))
+            specs.append(
+                CheckpointSpec(name=f"{series}-{path.name}", source=str(path), series=series, step=int(step.group(1)))
+            )
         else:
             specs.append(CheckpointSpec(name="-".join(relative.parts) or root.name, source=str(path)))
     return specs
@@ -161,7 +167,9 @@ class ResolvedCheckpoint:
     kind: str  # "hf", "gguf" or "adapter"
     directory: Path
     gguf_file: str | None
-    files: tuple[Path, ...] = field(default=())  # the files the fingerprint covers (an adapter's: its own and its base's)
+    files: tuple[Path, ...] = field(
+        default=()
+    )  # the files the fingerprint covers (an adapter's: its own and its base's)
     base: ResolvedCheckpoint | None = None  # an adapter's base model
 
     @property
@@ -237,8 +245,9 @@ def _resolve_adapter(path: Path, base_model: str | None) -> ResolvedCheckpoint:
         raise CheckpointError(config, f"not a PEFT adapter config with base_model_name_or_path ({exc})") from None
     weights = [path / n for n in ADAPTER_WEIGHTS if (path / n).is_file()]
     if not weights:
-        raise CheckpointError(path, f"an adapter folder without adapter weights (expected one of "
-                                    f"{', '.join(ADAPTER_WEIGHTS)})")
+        raise CheckpointError(
+            path, f"an adapter folder without adapter weights (expected one of {', '.join(ADAPTER_WEIGHTS)})"
+        )
     if weights[0].suffix == ".safetensors":
         check_safetensors(weights[0])
     if base_model is not None:
@@ -249,11 +258,17 @@ def _resolve_adapter(path: Path, base_model: str | None) -> ResolvedCheckpoint:
         try:
             base = resolve(HUB_PREFIX + base_source)
         except CheckpointError as exc:
-            raise CheckpointError(config, f"names its base model {base_source!r}, which is not in the local Hugging "
-                                          f"Face cache ({exc.problem}); pass --base-model PATH") from None
+            raise CheckpointError(
+                config,
+                f"names its base model {base_source!r}, which is not in the local Hugging "
+                f"Face cache ({exc.problem}); pass --base-model PATH",
+            ) from None
     else:
-        raise CheckpointError(config, f"names its base model {base_source!r}, which is neither a local folder nor a "
-                                      f"Hugging Face Hub id; pass --base-model PATH")
+        raise CheckpointError(
+            config,
+            f"names its base model {base_source!r}, which is neither a local folder nor a "
+            f"Hugging Face Hub id; pass --base-model PATH",
+        )
     if base.kind != "hf":
         raise CheckpointError(config, f"its base model {base.display} is not a Hugging Face checkpoint directory")
     own = [config, weights[0], *prompting_files(path)]
@@ -265,7 +280,9 @@ def _resolve_local(path: Path, base_model: str | None = None) -> ResolvedCheckpo
         return _resolve_adapter(path, base_model)
     if path.is_file():
         if path.suffix != ".gguf":
-            raise CheckpointError(path, "a file checkpoint must be a .gguf file; otherwise pass the checkpoint directory")
+            raise CheckpointError(
+                path, "a file checkpoint must be a .gguf file; otherwise pass the checkpoint directory"
+            )
         _check_gguf(path)
         return ResolvedCheckpoint("gguf", path.parent.resolve(), path.name, (path.resolve(),))
     config = path / "config.json"
@@ -323,7 +340,10 @@ def check_safetensors(path: Path) -> None:
             raise CheckpointError(path, f"truncated safetensors file ({size} bytes, no header)")
         (header_len,) = struct.unpack("<Q", head)
         if header_len > size - 8:
-            raise CheckpointError(path, f"truncated safetensors file or corrupt header (header claims {header_len} bytes, file has {size})")
+            raise CheckpointError(
+                path,
+                f"truncated safetensors file or corrupt header (header claims {header_len} bytes, file has {size})",
+            )
         try:
             header = json.loads(fh.read(header_len))
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -414,9 +434,11 @@ def _read_memo(memo_path: Path | None, secret: bytes | None = None, *, raw: bool
         return memo
     if secret is None:
         return {key: str(value).partition(":")[0] for key, value in memo.items()}
-    return {key: digest for key, value in memo.items()
-            if hmac.compare_digest(str(value), _memo_value(key, digest := str(value).partition(":")[0], secret))}
-
+    return {
+        key: digest
+        for key, value in memo.items()
+        if hmac.compare_digest(str(value), _memo_value(key, digest := str(value).partition(":")[0], secret))
+    }
 
 
 def tokenizer_signature(source: str) -> str | None:
@@ -444,5 +466,6 @@ def check_source(source: str, *, name: str, settings) -> None:
 
 
 def source_fingerprint(source: str, *, name: str, settings) -> str:
-    return fingerprint(resolve(source, base_model=settings.base_model).files, settings.fingerprint_memo,
-                       settings.cache_secret)
+    return fingerprint(
+        resolve(source, base_model=settings.base_model).files, settings.fingerprint_memo, settings.cache_secret
+    )

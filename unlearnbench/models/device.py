@@ -59,17 +59,26 @@ def parse_device_map(text: str) -> str | dict:
 
     path = Path(text)
     if not path.is_file():
-        raise ValueError(f"--device-map {text!r}: expected {', '.join(DEVICE_MAP_STRATEGIES)} or a JSON file "
-                         "{module: device}, and no such file exists")
+        raise ValueError(
+            f"--device-map {text!r}: expected {', '.join(DEVICE_MAP_STRATEGIES)} or a JSON file "
+            "{module: device}, and no such file exists"
+        )
     try:
         mapping = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise ValueError(f"--device-map {text}: not JSON ({exc})") from None
-    if not isinstance(mapping, dict) or not mapping or not all(
-            isinstance(k, str) and (isinstance(v, int) or (isinstance(v, str) and re.fullmatch(r"cpu|disk|cuda:\d+", v)))
-            for k, v in mapping.items()):
-        raise ValueError(f"--device-map {text}: expected a JSON object {{module name: \"cpu\" | \"disk\" | GPU index "
-                         "| \"cuda:N\"}}")
+    if (
+        not isinstance(mapping, dict)
+        or not mapping
+        or not all(
+            isinstance(k, str)
+            and (isinstance(v, int) or (isinstance(v, str) and re.fullmatch(r"cpu|disk|cuda:\d+", v)))
+            for k, v in mapping.items()
+        )
+    ):
+        raise ValueError(
+            f'--device-map {text}: expected a JSON object {{module name: "cpu" | "disk" | GPU index | "cuda:N"}}}}'
+        )
     return mapping
 
 

@@ -49,8 +49,10 @@ PROMPTS_PER_REQUEST = 16
 # Echoed log-probs of 16 long prompts (with their top-1 entries) run to a few MB.
 MAX_REPLY_BYTES = 64 << 20
 RETRIES = 4
-FULL_DISTRIBUTION = ("an OpenAI-compatible endpoint returns the log-probs of given tokens and a top-k list, "
-                     "not the full next-token distribution")
+FULL_DISTRIBUTION = (
+    "an OpenAI-compatible endpoint returns the log-probs of given tokens and a top-k list, "
+    "not the full next-token distribution"
+)
 
 
 def parse_source(source: str) -> tuple[str, str]:
@@ -64,8 +66,13 @@ def parse_source(source: str) -> tuple[str, str]:
 
 def _client(source: str, settings) -> OpenAIClient:
     base_url, _ = parse_source(source)
-    return OpenAIClient(base_url, what=f"--model {source}", timeout=settings.endpoint_timeout, retries=RETRIES,
-                        max_reply_bytes=MAX_REPLY_BYTES)
+    return OpenAIClient(
+        base_url,
+        what=f"--model {source}",
+        timeout=settings.endpoint_timeout,
+        retries=RETRIES,
+        max_reply_bytes=MAX_REPLY_BYTES,
+    )
 
 
 def _served_entry(client: OpenAIClient, source: str) -> dict:
@@ -78,12 +85,12 @@ def _served_entry(client: OpenAIClient, source: str) -> dict:
     ids = [entry.get("id") for entry in listed if isinstance(entry, dict)]
     if served:
         if served not in ids:
-            raise CheckpointError(source, f"the server serves {', '.join(map(str, ids)) or 'no model'}, "
-                                          f"not '{served}'")
+            raise CheckpointError(source, f"the server serves {', '.join(map(str, ids)) or 'no model'}, not '{served}'")
         return listed[ids.index(served)]
     if len(ids) != 1:
-        raise CheckpointError(source, f"the server serves {len(ids)} models ({', '.join(map(str, ids))}): "
-                                      "name one after '#'")
+        raise CheckpointError(
+            source, f"the server serves {len(ids)} models ({', '.join(map(str, ids))}): name one after '#'"
+        )
     return listed[0]
 
 
@@ -127,8 +134,10 @@ def _tokenizer_dir(name: str, settings) -> Path | None:
         return None
     path = Path(directory).expanduser()
     if not any((path / f).is_file() for f in TOKENIZER_VOCAB_FILES):
-        raise CheckpointError(path, f"--tokenizer {name}={directory}: no tokenizer files "
-                                    f"(one of {', '.join(TOKENIZER_VOCAB_FILES)}) in it")
+        raise CheckpointError(
+            path,
+            f"--tokenizer {name}={directory}: no tokenizer files (one of {', '.join(TOKENIZER_VOCAB_FILES)}) in it",
+        )
     return path
 
 
@@ -148,8 +157,12 @@ def source_fingerprint(source: str, *, name: str, settings) -> str:
         entry = _served_entry(client, source)
     directory = _tokenizer_dir(name, settings)
     tokenizer = fingerprint(tuple(prompting_files(directory))) if directory else ""
-    identity = {"url": parse_source(source)[0], "model": entry.get("id"), "root": entry.get("root"),
-                "tokenizer": tokenizer}
+    identity = {
+        "url": parse_source(source)[0],
+        "model": entry.get("id"),
+        "root": entry.get("root"),
+        "tokenizer": tokenizer,
+    }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
@@ -165,24 +178,46 @@ def load_backend(source: str, *, name: str, settings) -> EndpointModel:
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(directory))
         except Exception as exc:  # noqa: BLE001 - report any loader failure as one line
-            raise CheckpointError(directory, f"--tokenizer {name}: cannot load it ({type(exc).__name__}: {exc})") \
-                from exc
+            raise CheckpointError(
+                directory, f"--tokenizer {name}: cannot load it ({type(exc).__name__}: {exc})"
+            ) from exc
         if (directory / "config.json").is_file():
             config = json.loads((directory / "config.json").read_text())
     from unlearnbench.models.device import resolve_device
 
     return EndpointModel(
-        name=name, source=source, served=str(entry["id"]), client=client, tokenizer=tokenizer,
-        tokenizer_dir=directory, config=config, fingerprint=source_fingerprint(source, name=name, settings=settings),
-        concurrency=settings.concurrency, helper_device=resolve_device(settings.device),
-        load_seconds=time.perf_counter() - started)
+        name=name,
+        source=source,
+        served=str(entry["id"]),
+        client=client,
+        tokenizer=tokenizer,
+        tokenizer_dir=directory,
+        config=config,
+        fingerprint=source_fingerprint(source, name=name, settings=settings),
+        concurrency=settings.concurrency,
+        helper_device=resolve_device(settings.device),
+        load_seconds=time.perf_counter() - started,
+    )
 
 
 class EndpointModel(Tokenization):
     """`LanguageModel` over an OpenAI-compatible `/v1/completions` endpoint."""
 
-    def __init__(self, *, name: str, source: str, served: str, client: OpenAIClient, tokenizer, tokenizer_dir,
-                 config: dict, fingerprint: str, concurrency: int, helper_device, load_seconds: float = 0.0):
+    def __init__(
+        self,
+        *,
+        name: str,
+        source: str,
+        served: str,
+        client: OpenAIClient,
+        tokenizer,
+        tokenizer_dir,
+        config: dict,
+        fingerprint: str,
+        concurrency: int,
+        helper_device,
+        load_seconds: float = 0.0,
+    ):
         self.name, self.source, self.served, self.client = name, source, served, client
         self._tokenizer, self.tokenizer_dir, self.config = tokenizer, tokenizer_dir, config
         self.fingerprint, self.concurrency, self.load_seconds = fingerprint, concurrency, load_seconds
@@ -191,8 +226,10 @@ class EndpointModel(Tokenization):
     @property
     def tokenizer(self):
         if self._tokenizer is None:
-            raise MissingCapability(f"{self.name} is served by an endpoint and no tokenizer was given: prompts are "
-                                    f"built from the served model's tokenizer files (--tokenizer {self.name}=DIR)")
+            raise MissingCapability(
+                f"{self.name} is served by an endpoint and no tokenizer was given: prompts are "
+                f"built from the served model's tokenizer files (--tokenizer {self.name}=DIR)"
+            )
         return self._tokenizer
 
     # ------------------------------------------------------------ identity
@@ -217,37 +254,56 @@ class EndpointModel(Tokenization):
         limit = getattr(self.tokenizer, "model_max_length", None)
         if limit and limit < 10**8:  # transformers' "no limit" is a huge sentinel
             return int(limit)
-        raise MissingCapability(f"{self.name}: the context length is unknown (no config.json with "
-                                "max_position_embeddings beside the tokenizer, no model_max_length)")
+        raise MissingCapability(
+            f"{self.name}: the context length is unknown (no config.json with "
+            "max_position_embeddings beside the tokenizer, no model_max_length)"
+        )
 
     def describe(self) -> dict:
-        return {"name": self.name, "source": self.source, "fingerprint": self.fingerprint, "backend": "openai",
-                "served_model": self.served, "architecture": self.architecture,
-                "tokenizer": str(self.tokenizer_dir) if self.tokenizer_dir else None,
-                "device": "endpoint", "dtype": self.dtype, "load_seconds": round(self.load_seconds, 3)}
+        return {
+            "name": self.name,
+            "source": self.source,
+            "fingerprint": self.fingerprint,
+            "backend": "openai",
+            "served_model": self.served,
+            "architecture": self.architecture,
+            "tokenizer": str(self.tokenizer_dir) if self.tokenizer_dir else None,
+            "device": "endpoint",
+            "dtype": self.dtype,
+            "load_seconds": round(self.load_seconds, 3),
+        }
 
     def release(self) -> None:
         """The weights live on the server: only the connections are closed."""
         self.client.close()
 
     # ------------------------------------------------------------ requests
-    def _completions(self, prompts: Sequence[Sequence[int]], body: dict, read: Callable[[dict, list[int]], object],
-                     what: str) -> list:
+    def _completions(
+        self, prompts: Sequence[Sequence[int]], body: dict, read: Callable[[dict, list[int]], object], what: str
+    ) -> list:
         """`read(choice, prompt)` of each prompt's choice, prompts sent in
         chunks, `concurrency` requests at a time; results in input order."""
-        chunks = [list(range(i, min(i + PROMPTS_PER_REQUEST, len(prompts))))
-                  for i in range(0, len(prompts), PROMPTS_PER_REQUEST)]
+        chunks = [
+            list(range(i, min(i + PROMPTS_PER_REQUEST, len(prompts))))
+            for i in range(0, len(prompts), PROMPTS_PER_REQUEST)
+        ]
 
         def send(chunk: list[int]) -> list:
-            request = {"model": self.served, "prompt": [[int(t) for t in prompts[i]] for i in chunk],
-                       "temperature": 0, **body}
+            request = {
+                "model": self.served,
+                "prompt": [[int(t) for t in prompts[i]] for i in chunk],
+                "temperature": 0,
+                **body,
+            }
             try:
                 choices = self.client.post("/completions", request).get("choices")
             except EndpointError as exc:  # after its retries: the server cannot serve this checkpoint
                 raise CheckpointError(self.name, f"POST /completions ({what}): {exc}") from None
             if not isinstance(choices, list) or len(choices) != len(chunk):
-                raise EndpointError(f"{self.name}: POST /completions ({what}): expected {len(chunk)} choices, "
-                                    f"got {len(choices) if isinstance(choices, list) else 'none'}")
+                raise EndpointError(
+                    f"{self.name}: POST /completions ({what}): expected {len(chunk)} choices, "
+                    f"got {len(choices) if isinstance(choices, list) else 'none'}"
+                )
             ordered = sorted(choices, key=lambda c: c.get("index", 0))
             return [read(choice, prompts[i]) for i, choice in zip(chunk, ordered)]
 
@@ -260,42 +316,75 @@ class EndpointModel(Tokenization):
         def read(choice: dict, prompt: list[int]) -> list[float | None]:
             values = (choice.get("logprobs") or {}).get("token_logprobs")
             if not isinstance(values, list) or len(values) < len(prompt):
-                raise EndpointError(f"{self.name}: the server echoed {len(values) if isinstance(values, list) else 0}"
-                                    f" log-probs for a prompt of {len(prompt)} tokens (it needs echo + logprobs)")
+                raise EndpointError(
+                    f"{self.name}: the server echoed {len(values) if isinstance(values, list) else 0}"
+                    f" log-probs for a prompt of {len(prompt)} tokens (it needs echo + logprobs)"
+                )
             # The first token has no prediction (null); every later one must be a number.
-            bad = next((t for t in range(1, len(prompt)) if not isinstance(values[t], (int, float))
-                        or isinstance(values[t], bool) or not math.isfinite(values[t])), None)
+            bad = next(
+                (
+                    t
+                    for t in range(1, len(prompt))
+                    if not isinstance(values[t], (int, float))
+                    or isinstance(values[t], bool)
+                    or not math.isfinite(values[t])
+                ),
+                None,
+            )
             if bad is not None:
-                raise EndpointError(f"{self.name}: the server's logprobs.token_logprobs holds {json.dumps(values[bad])} at "
-                                    f"position {bad} of a {len(prompt)}-token prompt, where a log-prob is due")
+                raise EndpointError(
+                    f"{self.name}: the server's logprobs.token_logprobs holds {json.dumps(values[bad])} at "
+                    f"position {bad} of a {len(prompt)}-token prompt, where a log-prob is due"
+                )
             return values[: len(prompt)]
 
         return self._completions(sequences, {"max_tokens": 0, "echo": True, "logprobs": 1}, read, what)
 
     # ------------------------------------------------------------ the interface
-    def token_logprobs(self, sequences: Sequence[Sequence[int]], target_starts: Sequence[int], *,
-                       vocab_stats: bool = False, masked_ids: Collection[int] = ()) -> list[TokenScores]:
+    def token_logprobs(
+        self,
+        sequences: Sequence[Sequence[int]],
+        target_starts: Sequence[int],
+        *,
+        vocab_stats: bool = False,
+        masked_ids: Collection[int] = (),
+    ) -> list[TokenScores]:
         if vocab_stats:
-            raise MissingCapability(f"{self.name}: Min-K%++ needs the mean and variance of log p over the whole "
-                                    f"vocabulary at each position; {FULL_DISTRIBUTION}")
+            raise MissingCapability(
+                f"{self.name}: Min-K%++ needs the mean and variance of log p over the whole "
+                f"vocabulary at each position; {FULL_DISTRIBUTION}"
+            )
         # The last token is attended by no scored position: masking it changes nothing.
         self._refuse_masks([seq[:-1] for seq in sequences], masked_ids)
         for seq, start in zip(sequences, target_starts):
             if not 1 <= start <= len(seq):
                 raise ValueError(f"target start {start} outside 1..{len(seq)} (the first token has no prediction)")
         echoed = self._echoed_logprobs(sequences, "scoring")
-        return [TokenScores(token_ids=np.asarray(seq[start:], dtype=np.int64),
-                            logprobs=np.asarray(values[start:], dtype=np.float32))
-                for seq, start, values in zip(sequences, target_starts, echoed)]
+        return [
+            TokenScores(
+                token_ids=np.asarray(seq[start:], dtype=np.int64), logprobs=np.asarray(values[start:], dtype=np.float32)
+            )
+            for seq, start, values in zip(sequences, target_starts, echoed)
+        ]
 
-    def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_strings: Sequence[str] = (),
-                 prefix: str = "", masked_ids: Collection[int] = (), sampling: Sampling | None = None) -> list[str]:
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int,
+        stop_strings: Sequence[str] = (),
+        prefix: str = "",
+        masked_ids: Collection[int] = (),
+        sampling: Sampling | None = None,
+    ) -> list[str]:
         """Greedy replies; the server sees encode_prompt(prefix + prompt), the
         ids the Hugging Face backend runs (a shared prefix is the server's to cache)."""
         if sampling is not None:
-            raise MissingCapability(f"{self.name}: a completions server draws samples its own way (its seed is "
-                                    f"best effort), so a seeded draw cannot be reproduced; sampled decoding needs "
-                                    f"the weights")
+            raise MissingCapability(
+                f"{self.name}: a completions server draws samples its own way (its seed is "
+                f"best effort), so a seeded draw cannot be reproduced; sampled decoding needs "
+                f"the weights"
+            )
         encoded = self.encode_prompts([prefix + p for p in prompts])
         self._refuse_masks(encoded, masked_ids)
         stops = [s for s in stop_strings if s]
@@ -315,16 +404,19 @@ class EndpointModel(Tokenization):
         occurs, the scores would not be the ones asked for."""
         masked = set(masked_ids)
         if masked and any(masked.intersection(seq) for seq in sequences):
-            raise MissingCapability(f"{self.name}: OpenUnlearning's convention keeps every pad-id token (pad = EOS) "
-                                    f"out of attention, and a completions server attends to all it is sent")
+            raise MissingCapability(
+                f"{self.name}: OpenUnlearning's convention keeps every pad-id token (pad = EOS) "
+                f"out of attention, and a completions server attends to all it is sent"
+            )
 
     def next_token(self, prompts: Sequence[str], columns: Sequence[Sequence[int]] | None = None) -> NextToken:
         """Log-probs of the tokens in `columns[i]` as the first token of the
         reply to prompt i: each (prompt + token) echoed. The entropy and
         argmax over the whole vocabulary are not available here (None)."""
         if columns is None:
-            raise MissingCapability(f"{self.name}: the next-token entropy needs the full distribution; "
-                                    f"{FULL_DISTRIBUTION}")
+            raise MissingCapability(
+                f"{self.name}: the next-token entropy needs the full distribution; {FULL_DISTRIBUTION}"
+            )
         if len(columns) != len(prompts):
             raise ValueError(f"{len(columns)} column lists for {len(prompts)} prompts")
         encoded = self.encode_prompts(prompts)

@@ -17,17 +17,25 @@ from unlearnbench.models.interface import Sampling, cut_at_stop
 class Generator:
     """Greedy continuations of token ids with `model`, decoded by `tokenizer`."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer, batcher: Batcher, *, name: str, cache_kwarg: str,
-                 keeps_logits: bool):
+    def __init__(
+        self, model: torch.nn.Module, tokenizer, batcher: Batcher, *, name: str, cache_kwarg: str, keeps_logits: bool
+    ):
         self.model, self.tokenizer, self.batcher, self.name = model, tokenizer, batcher, name
         self.cache_kwarg = cache_kwarg  # the forward's KV-cache argument ("past_key_values" or "cache")
         self.keeps_logits = keeps_logits  # the forward takes `logits_to_keep`
         self.reuse_prefix_cache = True  # run a shared prompt prefix once (off only to measure what it saves)
 
     @torch.inference_mode()
-    def generate(self, head: list[int], rests: Sequence[list[int]], *, max_new_tokens: int,
-                 stop_strings: Sequence[str] = (), masked_ids: Collection[int] = (),
-                 sampling: Sampling | None = None) -> list[str]:
+    def generate(
+        self,
+        head: list[int],
+        rests: Sequence[list[int]],
+        *,
+        max_new_tokens: int,
+        stop_strings: Sequence[str] = (),
+        masked_ids: Collection[int] = (),
+        sampling: Sampling | None = None,
+    ) -> list[str]:
         """Greedy continuations of `head + rests[i]` (sampled ones with
         `sampling`: `Sampler`), batched with left padding, cut at the first
         stop string.
@@ -65,16 +73,23 @@ class Generator:
             texts = self.tokenizer.batch_decode(tokens, skip_special_tokens=True)
             return [cut_at_stop(t, stops) for t in texts]
 
-        how = f"sampling {len(rests)} replies at temperature {sampling.temperature:g}" if sampling else \
-            f"generating {len(rests)} replies"
+        how = (
+            f"sampling {len(rests)} replies at temperature {sampling.temperature:g}"
+            if sampling
+            else f"generating {len(rests)} replies"
+        )
         with progress.step(f"{self.name}: {how} (up to {max_new_tokens} tokens)"):
             return self.batcher.map(
-                [len(r) for r in rows_of], run, full_vocab_logits=False, extra=len(shared) + max_new_tokens,
+                [len(r) for r in rows_of],
+                run,
+                full_vocab_logits=False,
+                extra=len(shared) + max_new_tokens,
                 chunked_prefill=True,
             )
 
-    def _decode_rows(self, ids, mask, cache, cached: int, max_new_tokens: int, stops: tuple[str, ...],
-                pick: Sampler | None = None) -> list[list[int]]:
+    def _decode_rows(
+        self, ids, mask, cache, cached: int, max_new_tokens: int, stops: tuple[str, ...], pick: Sampler | None = None
+    ) -> list[list[int]]:
         """Greedy decoding (each next token drawn by `pick` where given) with a KV cache that drops finished rows.
 
         Equivalent to `model.generate(do_sample=False)` with EOS and stop
@@ -95,8 +110,12 @@ class Generator:
             end = min(ids.shape[1], start + PREFILL_CHUNK_TOKENS)
             if cache is not None:
                 kwargs[self.cache_kwarg] = cache
-            out = self.model(input_ids=ids[:, start:end], attention_mask=mask[:, :end],
-                             position_ids=positions[:, start:end], **kwargs)
+            out = self.model(
+                input_ids=ids[:, start:end],
+                attention_mask=mask[:, :end],
+                position_ids=positions[:, start:end],
+                **kwargs,
+            )
             cache = getattr(out, self.cache_kwarg)
         generated: list[list[int]] = [[] for _ in range(ids.shape[0])]
         finished: set[int] = set()
@@ -109,7 +128,7 @@ class Generator:
             running = [(row, token) for row, token in zip(rows, tokens.tolist()) if row not in finished]
             for row, token in running:
                 generated[row].append(token)
-            tails = self._decode([generated[row][-self._stop_window(stops):] for row, _ in running]) if stops else []
+            tails = self._decode([generated[row][-self._stop_window(stops) :] for row, _ in running]) if stops else []
             for k, (row, token) in enumerate(running):
                 if token in eos or (bool(stops) and any(s in tails[k] for s in stops)):
                     finished.add(row)
@@ -122,8 +141,9 @@ class Generator:
                 alive, tokens, mask, next_position = alive[keep], tokens[keep], mask[keep], next_position[keep]
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
             kwargs[self.cache_kwarg] = cache
-            out = self.model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_position[:, None],
-                             **kwargs)
+            out = self.model(
+                input_ids=tokens[:, None], attention_mask=mask, position_ids=next_position[:, None], **kwargs
+            )
             next_position = next_position + 1
         return generated
 

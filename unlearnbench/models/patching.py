@@ -26,8 +26,9 @@ FAST_PATCH_BATCH = 8
 class Patcher:
     """Reads and replaces the outputs of `model`'s decoder blocks."""
 
-    def __init__(self, model: torch.nn.Module, batcher: Batcher, *, pad_id: int, name: str, cache_kwarg: str,
-                 keeps_logits: bool):
+    def __init__(
+        self, model: torch.nn.Module, batcher: Batcher, *, pad_id: int, name: str, cache_kwarg: str, keeps_logits: bool
+    ):
         self.model, self.batcher, self.pad_id, self.name = model, batcher, pad_id, name
         self.cache_kwarg = cache_kwarg  # the forward's KV-cache argument ("past_key_values" or "cache")
         # Passes read for their hidden states alone skip the output head (a vocabulary-wide
@@ -56,8 +57,9 @@ class Patcher:
             handle.remove()
 
     @torch.inference_mode()
-    def block_outputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
-                      post_norm_last: bool = False) -> torch.Tensor:
+    def block_outputs(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, post_norm_last: bool = False
+    ) -> torch.Tensor:
         """Every decoder block's output, [layers, batch, seq, hidden].
 
         Captured with hooks on the blocks, so the last entry is the residual
@@ -73,8 +75,12 @@ class Patcher:
         with contextlib.ExitStack() as stack:
             for layer in range(self.num_layers):
                 stack.enter_context(self._block_hook(layer, hook))
-            out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
-                             output_hidden_states=post_norm_last, **self.head_skipped)
+            out = self.model(
+                input_ids=input_ids.to(self.device),
+                attention_mask=attention_mask.to(self.device),
+                output_hidden_states=post_norm_last,
+                **self.head_skipped,
+            )
         if post_norm_last:
             captured[-1] = out.hidden_states[-1]
         return torch.stack([c.to(self.device) for c in captured])
@@ -107,7 +113,6 @@ class Patcher:
                 input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)
             ).logits
         return logits.float()
-
 
     @property
     def drives_blocks(self) -> bool:
@@ -169,13 +174,19 @@ class Patcher:
                 base, patched = self._fast_patched(ids, mask, positions, source, batch, spans)
             else:
                 base = mean_span_logprob(self.model(input_ids=ids, attention_mask=mask).logits, ids, batch)
-                patched = np.stack([
-                    mean_span_logprob(
-                        self.forward_with_patch(ids, mask, layer=layer, positions=positions,
-                                                replacement=source[layer]),
-                        ids, batch)
-                    for layer in range(self.num_layers)
-                ], axis=1)
+                patched = np.stack(
+                    [
+                        mean_span_logprob(
+                            self.forward_with_patch(
+                                ids, mask, layer=layer, positions=positions, replacement=source[layer]
+                            ),
+                            ids,
+                            batch,
+                        )
+                        for layer in range(self.num_layers)
+                    ],
+                    axis=1,
+                )
             return list(zip(base, patched))
 
         # Fast path: small batches sorted by span length (then length): each
@@ -184,8 +195,12 @@ class Patcher:
         what = f"patching {self.num_layers} layers from {patch_source.name}" if patch_source is not None else "scoring"
         with progress.step(f"{self.name}: {what} over {len(sequences)} items"):
             results = self.batcher.map(
-                [len(s) for s in sequences], run, full_vocab_logits=True, cap=FAST_PATCH_BATCH if fast else None,
-                priority=[(end - start, len(s)) for s, (start, end) in zip(sequences, spans)] if fast else None)
+                [len(s) for s in sequences],
+                run,
+                full_vocab_logits=True,
+                cap=FAST_PATCH_BATCH if fast else None,
+                priority=[(end - start, len(s)) for s, (start, end) in zip(sequences, spans)] if fast else None,
+            )
         base = np.array([r[0] for r in results])
         return SpanScores(base, np.stack([r[1] for r in results]) if patch_source is not None else None)
 
@@ -219,7 +234,7 @@ class Patcher:
         scored = offsets[None] < lengths[:, None]  # the window's real (span-predicting) positions
         prefix_columns = torch.arange(shift, device=ids.device)[None] - (shift - starts[:, None])  # [rows, M]
         attention = torch.cat([(prefix_columns >= 0).long(), scored.long()], dim=1)
-        targets = torch.cat([ids[row, spans[i][0]: spans[i][1]] for row, i in enumerate(batch)])
+        targets = torch.cat([ids[row, spans[i][0] : spans[i][1]] for row, i in enumerate(batch)])
         counts = lengths.tolist()
         shifted = self._shift_cache(full_cache, prefix_columns)
         rows = len(batch)
@@ -227,8 +242,9 @@ class Patcher:
         def patch_input(layer: int) -> torch.Tensor:
             """Block `layer`'s output with the source's at the patched positions, over the window."""
             block = captured[layer]  # on block `layer`'s own device under a device map
-            hidden = torch.where(positions[..., None].to(block.device), source[layer].to(block.device, self.dtype),
-                                 block)
+            hidden = torch.where(
+                positions[..., None].to(block.device), source[layer].to(block.device, self.dtype), block
+            )
             return hidden.gather(1, window.to(block.device)[..., None].expand(-1, -1, hidden.shape[-1]))
 
         # The patch at layer 0 runs blocks 1.. through the model's own forward (its
@@ -242,13 +258,21 @@ class Patcher:
         def keep(index: int):
             def hook(_module, _args, kwargs):
                 arguments[index] = kwargs
+
             return hook
 
         hooks = [layers[k].register_forward_pre_hook(keep(k), with_kwargs=True) for k in range(1, self.num_layers)]
         try:
             inner.layers = layers[1:]
-            finals = [inner(inputs_embeds=patch_input(0), attention_mask=attention, position_ids=window,
-                            use_cache=True, **{self.cache_kwarg: self._cache_of(shifted)}).last_hidden_state]
+            finals = [
+                inner(
+                    inputs_embeds=patch_input(0),
+                    attention_mask=attention,
+                    position_ids=window,
+                    use_cache=True,
+                    **{self.cache_kwarg: self._cache_of(shifted)},
+                ).last_hidden_state
+            ]
         finally:
             inner.layers = layers
             for hook in hooks:
@@ -261,8 +285,9 @@ class Patcher:
             copies = stack.shape[0] // rows
             kwargs = {name: _stacked(value, rows, copies) for name, value in arguments[k].items()}
             keys, values = shifted[k]
-            kwargs[self.cache_kwarg] = self._cache_of({k: (keys.repeat(copies, 1, 1, 1),
-                                                           values.repeat(copies, 1, 1, 1))})
+            kwargs[self.cache_kwarg] = self._cache_of(
+                {k: (keys.repeat(copies, 1, 1, 1), values.repeat(copies, 1, 1, 1))}
+            )
             out = layers[k](stack, **kwargs)
             stack = out[0] if isinstance(out, tuple) else out
         if stack is not None:
@@ -288,19 +313,22 @@ class Patcher:
         index = prefix_columns.clamp_min(0)
         shifted = []
         for layer in cache.layers:
-            where = index.to(layer.keys.device)[:, None, :, None].expand(-1, layer.keys.shape[1], -1,
-                                                                          layer.keys.shape[-1])
+            where = index.to(layer.keys.device)[:, None, :, None].expand(
+                -1, layer.keys.shape[1], -1, layer.keys.shape[-1]
+            )
             shifted.append((layer.keys.gather(2, where), layer.values.gather(2, where)))
         return shifted
 
-    def _cache_of(self, shifted: list[tuple[torch.Tensor, torch.Tensor]] | dict[int, tuple[torch.Tensor, torch.Tensor]]):
+    def _cache_of(
+        self, shifted: list[tuple[torch.Tensor, torch.Tensor]] | dict[int, tuple[torch.Tensor, torch.Tensor]]
+    ):
         """A fresh KV cache over the shifted prefix, of every layer (a list) or of
         the layers given (a dict by index): a rerun appends to its own copy; the
         shifted tensors are shared, never written."""
         from transformers import DynamicCache
 
         prefix = DynamicCache(config=self.model.config)
-        for index, (keys, values) in (shifted.items() if isinstance(shifted, dict) else enumerate(shifted)):
+        for index, (keys, values) in shifted.items() if isinstance(shifted, dict) else enumerate(shifted):
             prefix.update(keys, values, index)
         return prefix
 
@@ -318,7 +346,6 @@ def _stacked(value, rows: int, copies: int):
     if isinstance(value, torch.Tensor) and value.dim() >= 2 and value.shape[0] == rows and copies > 1:
         return value.repeat(copies, *([1] * (value.dim() - 1)))
     return value
-
 
 
 def find_decoder_blocks(model: torch.nn.Module) -> torch.nn.ModuleList:

@@ -25,8 +25,16 @@ LOGITS_CHUNK_BYTES = 64 << 20
 class Scorer:
     """Scores token ids with `model` (a causal LM), in batches (`batcher`)."""
 
-    def __init__(self, model: torch.nn.Module, batcher: Batcher, *, pad_id: int, name: str, keeps_logits: bool,
-                 finite_check: Callable[[torch.Tensor], None] | None = None):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        batcher: Batcher,
+        *,
+        pad_id: int,
+        name: str,
+        keeps_logits: bool,
+        finite_check: Callable[[torch.Tensor], None] | None = None,
+    ):
         self.model, self.batcher, self.pad_id, self.name = model, batcher, pad_id, name
         self.keeps_logits = keeps_logits  # the forward takes `logits_to_keep`: only the last position's logits
         self.finite_check = finite_check  # raises on NaN / inf logits (the forward hook sees no logits here)
@@ -34,7 +42,11 @@ class Scorer:
 
     @torch.inference_mode()
     def token_logprobs(
-        self, sequences: Sequence[Sequence[int]], target_starts: Sequence[int], *, vocab_stats: bool = False,
+        self,
+        sequences: Sequence[Sequence[int]],
+        target_starts: Sequence[int],
+        *,
+        vocab_stats: bool = False,
         masked_ids: Collection[int] = (),
     ) -> list[TokenScores]:
         """Float32 log p(x_t | x_<t) for t in [start, len) of each sequence.
@@ -61,15 +73,29 @@ class Scorer:
         def attended(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
             return mask * ~torch.isin(ids, masked.to(ids.device)) if masked is not None else mask
 
-        def scores_of(batch: list[int], ids: torch.Tensor, starts: list[int], *, hidden: torch.Tensor | None = None,
-                      logits: torch.Tensor | None = None) -> list[TokenScores]:
+        def scores_of(
+            batch: list[int],
+            ids: torch.Tensor,
+            starts: list[int],
+            *,
+            hidden: torch.Tensor | None = None,
+            logits: torch.Tensor | None = None,
+        ) -> list[TokenScores]:
             """The scores of `batch`'s rows of `ids`, row r predicting its
             targets from position starts[r] - 1 on, from the body's last
             `hidden` states (the head applied in chunks) or the whole `logits`."""
-            rows = torch.cat([torch.full((len(sequences[i]) - target_starts[i],), row, dtype=torch.long)
-                              for row, i in enumerate(batch)]).to(ids.device)
-            positions = torch.cat([torch.arange(start - 1, start - 1 + len(sequences[i]) - target_starts[i])
-                                   for start, i in zip(starts, batch)]).to(ids.device)
+            rows = torch.cat(
+                [
+                    torch.full((len(sequences[i]) - target_starts[i],), row, dtype=torch.long)
+                    for row, i in enumerate(batch)
+                ]
+            ).to(ids.device)
+            positions = torch.cat(
+                [
+                    torch.arange(start - 1, start - 1 + len(sequences[i]) - target_starts[i])
+                    for start, i in zip(starts, batch)
+                ]
+            ).to(ids.device)
             if hidden is not None:
                 predicting = hidden[rows.to(hidden.device), positions.to(hidden.device)]
                 del hidden  # only the predicting positions' states stay while the head runs
@@ -77,10 +103,17 @@ class Scorer:
                 def logits_of(a: int, b: int) -> torch.Tensor:
                     return split[1](predicting[a:b])
             else:
+
                 def logits_of(a: int, b: int) -> torch.Tensor:
                     return logits[rows[a:b], positions[a:b]]
-            reduced = _reduce_chunks(logits_of, ids[rows, positions + 1], self.batcher.vocab_size, vocab_stats,
-                                     self.finite_check if split else None)
+
+            reduced = _reduce_chunks(
+                logits_of,
+                ids[rows, positions + 1],
+                self.batcher.vocab_size,
+                vocab_stats,
+                self.finite_check if split else None,
+            )
             out, offset = [], 0
             for i in batch:
                 end = offset + len(sequences[i]) - target_starts[i]
@@ -97,45 +130,68 @@ class Scorer:
             mask = attended(ids, mask)
             starts = [target_starts[i] for i in batch]
             if split:
-                return scores_of(batch, ids, starts,
-                                 hidden=split[0](input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state)
+                return scores_of(
+                    batch,
+                    ids,
+                    starts,
+                    hidden=split[0](input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state,
+                )
             return scores_of(batch, ids, starts, logits=self.model(input_ids=ids, attention_mask=mask).logits)
 
         def run_shared(batch: list[int]) -> list[TokenScores]:
             heads = {c: k for k, c in enumerate(dict.fromkeys(prefix_of[i] for i in batch))}
             group = torch.tensor([heads[prefix_of[i]] for i in batch], dtype=torch.long)
             # Each row from its context's last token on: that token predicts the first target.
-            tails = [list(sequences[i][target_starts[i] - 1:]) for i in batch]
-            return scores_of(batch, pad(tails, self.pad_id)[0].to(self.batcher.device), [1] * len(batch),
-                             hidden=self._shared_prefix_hidden(split[0], [list(h) for h in heads], group, tails,
-                                                               attended))
+            tails = [list(sequences[i][target_starts[i] - 1 :]) for i in batch]
+            return scores_of(
+                batch,
+                pad(tails, self.pad_id)[0].to(self.batcher.device),
+                [1] * len(batch),
+                hidden=self._shared_prefix_hidden(split[0], [list(h) for h in heads], group, tails, attended),
+            )
 
         # A context (all but its last token: that one predicts the first
         # target) shared by several sequences is run once for them.
         contexts = [tuple(seq[: start - 1]) for seq, start in zip(sequences, target_starts)]
         sharers = Counter(contexts)
-        prefix_of = {i: c for i, c in enumerate(contexts) if c and sharers[c] > 1} \
-            if split and self.share_prefixes else {}
+        prefix_of = (
+            {i: c for i, c in enumerate(contexts) if c and sharers[c] > 1} if split and self.share_prefixes else {}
+        )
         alone = [i for i in range(len(sequences)) if i not in prefix_of]
         shared = list(prefix_of)
         results: list = [None] * len(sequences)
-        for i, scores in zip(alone, self.batcher.map([len(sequences[i]) for i in alone],
-                                                     lambda b: run([alone[k] for k in b]),
-                                                     full_vocab_logits=not split)):
+        for i, scores in zip(
+            alone,
+            self.batcher.map(
+                [len(sequences[i]) for i in alone], lambda b: run([alone[k] for k in b]), full_vocab_logits=not split
+            ),
+        ):
             results[i] = scores
         longest: dict[tuple, int] = {}
         for i in shared:
             longest[prefix_of[i]] = max(longest.get(prefix_of[i], 0), len(sequences[i]))
         order = {c: k for k, c in enumerate(longest)}
         # A context's sequences run together, sized by its longest; the longest first.
-        for i, scores in zip(shared, self.batcher.map(
-                [longest[prefix_of[i]] for i in shared], lambda b: run_shared([shared[k] for k in b]),
-                full_vocab_logits=False, priority=[(longest[prefix_of[i]], -order[prefix_of[i]]) for i in shared])):
+        for i, scores in zip(
+            shared,
+            self.batcher.map(
+                [longest[prefix_of[i]] for i in shared],
+                lambda b: run_shared([shared[k] for k in b]),
+                full_vocab_logits=False,
+                priority=[(longest[prefix_of[i]], -order[prefix_of[i]]) for i in shared],
+            ),
+        ):
             results[i] = scores
         return results
 
-    def _shared_prefix_hidden(self, body: torch.nn.Module, heads: list[list[int]], group: torch.Tensor,
-                              tails: list[list[int]], attended: Callable) -> torch.Tensor:
+    def _shared_prefix_hidden(
+        self,
+        body: torch.nn.Module,
+        heads: list[list[int]],
+        group: torch.Tensor,
+        tails: list[list[int]],
+        attended: Callable,
+    ) -> torch.Tensor:
         """The body's last hidden states over `tails[r]`, each row continuing
         the context `heads[group[r]]`: every context is run once (right-padded,
         the padding masked out of what follows it), its KV cache copied to
@@ -154,8 +210,9 @@ class Scorer:
         lengths = torch.tensor([len(h) for h in heads], dtype=torch.long, device=device)[group]
         positions = lengths[:, None] + torch.arange(ids.shape[1], device=device)[None]
         full_mask = torch.cat([head_mask[group], attended(ids, mask)], dim=1)
-        return body(input_ids=ids, attention_mask=full_mask, position_ids=positions, use_cache=True,
-                    **{cache_kwarg: cache}).last_hidden_state
+        return body(
+            input_ids=ids, attention_mask=full_mask, position_ids=positions, use_cache=True, **{cache_kwarg: cache}
+        ).last_hidden_state
 
     @functools.cached_property
     def _split(self) -> tuple | None:
@@ -178,8 +235,9 @@ class Scorer:
         return (body, head) if same else None
 
     @torch.inference_mode()
-    def next_token(self, sequences: Sequence[Sequence[int]], columns: Sequence[Sequence[int]] | None = None
-                   ) -> NextToken:
+    def next_token(
+        self, sequences: Sequence[Sequence[int]], columns: Sequence[Sequence[int]] | None = None
+    ) -> NextToken:
         """The float32 next-token distribution after each sequence, reduced to
         what callers need: its entropy (nats), its argmax over the whole
         vocabulary, and log-probs at `columns[i]` (e.g. MCQ label tokens)."""
@@ -210,8 +268,13 @@ class Scorer:
         )
 
 
-def _reduce_chunks(logits_of: Callable[[int, int], torch.Tensor], targets: torch.Tensor, vocab_size: int,
-                   vocab_stats: bool, finite_check: Callable[[torch.Tensor], None] | None) -> dict[str, np.ndarray]:
+def _reduce_chunks(
+    logits_of: Callable[[int, int], torch.Tensor],
+    targets: torch.Tensor,
+    vocab_size: int,
+    vocab_stats: bool,
+    finite_check: Callable[[torch.Tensor], None] | None,
+) -> dict[str, np.ndarray]:
     """Per scored position, from its logits taken LOGITS_CHUNK_BYTES at a time
     (`logits_of(a, b)`: positions a..b): the target's float32 log-prob, the
     argmax and, with `vocab_stats`, the mean and variance of log p under p

@@ -87,14 +87,16 @@ class Tokenization:
 
         return has_chat_template(self.tokenizer)
 
-    def format_chat(self, messages: Sequence[dict], *, add_generation_prompt: bool = True,
-                    template_kwargs: dict | None = None) -> str:
+    def format_chat(
+        self, messages: Sequence[dict], *, add_generation_prompt: bool = True, template_kwargs: dict | None = None
+    ) -> str:
         """The chat template's text of `messages`; `template_kwargs` are the
         template's own variables (Llama-3.x's `date_string`)."""
         from unlearnbench.models.chat import format_chat
 
-        return format_chat(self.tokenizer, messages, add_generation_prompt=add_generation_prompt,
-                           template_kwargs=template_kwargs)
+        return format_chat(
+            self.tokenizer, messages, add_generation_prompt=add_generation_prompt, template_kwargs=template_kwargs
+        )
 
     @property
     def bos_token_id(self) -> int | None:

@@ -74,21 +74,33 @@ class Agreement:
     def lines(self, names: tuple[str, str] = ("run", "other run")) -> list[str]:
         checkpoints = sorted({p.checkpoint for p in self.pairs})
         same = len(self.pairs) - len(self.moved) - len(self.contradictions)
-        out = [f"{len(self.pairs)} checks compared on {len(checkpoints)} checkpoints ({', '.join(checkpoints)}): "
-               f"{same} verdicts the same, {len(self.moved)} between a decision and inconclusive, "
-               f"{len(self.contradictions)} pass in one and fail in the other"]
+        out = [
+            f"{len(self.pairs)} checks compared on {len(checkpoints)} checkpoints ({', '.join(checkpoints)}): "
+            f"{same} verdicts the same, {len(self.moved)} between a decision and inconclusive, "
+            f"{len(self.contradictions)} pass in one and fail in the other"
+        ]
         differences = self.differences
         if differences:
             largest = max((p for p in self.pairs if p.difference is not None), key=lambda p: p.difference)
-            out.append(f"values on a bounded scale ({len(differences)}): median difference "
-                       f"{differences[len(differences) // 2]:.3g}, largest {largest.difference:.3g} "
-                       f"({largest.checkpoint} {largest.check}); tolerance {self.tolerance:g}")
-        out += [f"contradiction: {p.checkpoint} {p.check}: {p.outcome} in the {names[0]}, {p.other_outcome} in the "
-                f"{names[1]}" for p in self.contradictions]
-        out += [f"moved: {p.checkpoint} {p.check}: {p.outcome} in the {names[0]}, {p.other_outcome} in the {names[1]}"
-                for p in self.moved]
-        out += [f"value differs by {p.difference:.3g} > {self.tolerance:g}: {p.checkpoint} {p.check}: {p.value:.4g} vs "
-                f"{p.other_value:.4g}" for p in self.beyond_tolerance]
+            out.append(
+                f"values on a bounded scale ({len(differences)}): median difference "
+                f"{differences[len(differences) // 2]:.3g}, largest {largest.difference:.3g} "
+                f"({largest.checkpoint} {largest.check}); tolerance {self.tolerance:g}"
+            )
+        out += [
+            f"contradiction: {p.checkpoint} {p.check}: {p.outcome} in the {names[0]}, {p.other_outcome} in the "
+            f"{names[1]}"
+            for p in self.contradictions
+        ]
+        out += [
+            f"moved: {p.checkpoint} {p.check}: {p.outcome} in the {names[0]}, {p.other_outcome} in the {names[1]}"
+            for p in self.moved
+        ]
+        out += [
+            f"value differs by {p.difference:.3g} > {self.tolerance:g}: {p.checkpoint} {p.check}: {p.value:.4g} vs "
+            f"{p.other_value:.4g}"
+            for p in self.beyond_tolerance
+        ]
         return out
 
 
@@ -97,8 +109,9 @@ def _value(check: dict) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def compare_runs(report: dict, other: dict, checkpoints, tolerance: float,
-                 bounded: Callable[[str, str], bool]) -> Agreement:
+def compare_runs(
+    report: dict, other: dict, checkpoints, tolerance: float, bounded: Callable[[str, str], bool]
+) -> Agreement:
     """Every check both reports judged on each of `checkpoints` (those in both),
     paired; `bounded(suite, metric)` says whether a metric's values are compared."""
     pairs = []
@@ -111,7 +124,15 @@ def compare_runs(report: dict, other: dict, checkpoints, tolerance: float,
             for check, verdict in sorted(results.get("checks", {}).items()):
                 if check in their_checks:
                     other_verdict = their_checks[check]
-                    pairs.append(CheckPair(name, f"{suite}.{check}", verdict["outcome"], other_verdict["outcome"],
-                                           _value(verdict), _value(other_verdict),
-                                           bounded(suite, verdict.get("metric", ""))))
+                    pairs.append(
+                        CheckPair(
+                            name,
+                            f"{suite}.{check}",
+                            verdict["outcome"],
+                            other_verdict["outcome"],
+                            _value(verdict),
+                            _value(other_verdict),
+                            bounded(suite, verdict.get("metric", "")),
+                        )
+                    )
     return Agreement(pairs, tolerance)

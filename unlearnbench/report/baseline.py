@@ -32,7 +32,9 @@ class RegressionRule:
         except ValueError:
             value = -1.0
         if not sep or not name or not math.isfinite(value) or value < 0:
-            raise UnlearnbenchError(f"--fail-on-regression {text!r}: expected [SUITE.]METRIC:DELTA with a finite DELTA >= 0")
+            raise UnlearnbenchError(
+                f"--fail-on-regression {text!r}: expected [SUITE.]METRIC:DELTA with a finite DELTA >= 0"
+            )
         suite, dot, metric = name.rpartition(".")
         return cls(suite or None, metric, value)
 
@@ -43,12 +45,14 @@ def baseline_checkpoint(baseline: dict, name: str, source: str) -> dict:
         return checkpoints[name]
     if len(checkpoints) == 1:
         return next(iter(checkpoints.values()))
-    raise UnlearnbenchError(f"baseline {source}: no checkpoint named {name!r} and more than one to choose from "
-                            f"({', '.join(checkpoints)})")
+    raise UnlearnbenchError(
+        f"baseline {source}: no checkpoint named {name!r} and more than one to choose from ({', '.join(checkpoints)})"
+    )
 
 
-def regressions(metrics: dict, baseline_metrics: dict, suite: str, rules: list[RegressionRule],
-                references: dict | None = None) -> list[dict]:
+def regressions(
+    metrics: dict, baseline_metrics: dict, suite: str, rules: list[RegressionRule], references: dict | None = None
+) -> list[dict]:
     """One row per rule that applies to this suite: the comparison and whether it regressed.
 
     A metric with an `ideal` (a value, or a reference role whose value in
@@ -68,8 +72,13 @@ def regressions(metrics: dict, baseline_metrics: dict, suite: str, rules: list[R
         if isinstance(ideal, str):
             reference = (references or {}).get(ideal, {}).get(rule.metric) or {}
             if "value" not in reference:
-                rows.append(row | {"regressed": False, "reason": f"its ideal is the {ideal} model's value, which "
-                                                                 "this run does not have"})
+                rows.append(
+                    row
+                    | {
+                        "regressed": False,
+                        "reason": f"its ideal is the {ideal} model's value, which this run does not have",
+                    }
+                )
                 continue
             ideal = reference["value"]
         if ideal is not None:

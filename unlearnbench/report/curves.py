@@ -33,7 +33,8 @@ def _reference_values(report: dict) -> dict[str, dict[str, dict[str, float]]]:
     for role, suites in (report.get("reference_values") or {}).items():
         for suite, values in suites.items():
             out.setdefault(role, {}).setdefault(suite, {}).update(
-                {m: float(v) for m, v in values.items() if isinstance(v, (int, float))})
+                {m: float(v) for m, v in values.items() if isinstance(v, (int, float))}
+            )
     return out
 
 
@@ -57,21 +58,35 @@ def series_figures(report: dict, assessment: dict) -> list[str]:
                         if verdict.get("axis") != axis or value is None or bound is None:
                             continue
                         lines.setdefault(suite, [[] for _ in rows])[k].append(
-                            relative_margin(value, bound, verdict["direction"]))
+                            relative_margin(value, bound, verdict["direction"])
+                        )
                         for role in ("full", "retain"):
                             ref = references.get(role, {}).get(suite, {}).get(verdict.get("metric") or "")
                             if ref is not None:  # the bound a check holds its reference to is that of any step
                                 reference_margins.setdefault(role, {})[f"{suite}.{check}"] = relative_margin(
-                                    ref, bound, verdict["direction"])
+                                    ref, bound, verdict["direction"]
+                                )
             if not lines:
                 continue
             ys = {family: [sum(v) / len(v) if v else None for v in per_step] for family, per_step in lines.items()}
             refs = {role: sum(m.values()) / len(m) for role, m in reference_margins.items()}
-            caption = (f"{series}: its {axis}-axis checks over training steps, one line per suite (its checks "
-                       "averaged), each as its margin to its gate bound relative to the bound: above 0 on the "
-                       "passing side. Dashed: the reference models read against the same bounds.")
+            caption = (
+                f"{series}: its {axis}-axis checks over training steps, one line per suite (its checks "
+                "averaged), each as its margin to its gate bound relative to the bound: above 0 on the "
+                "passing side. Dashed: the reference models read against the same bounds."
+            )
             if marker:
                 caption += f" The gate first passes at step {first}."
-            figures.append(curve(f"{series}: {axis} over steps", steps, ys, f"curve-{axis}", caption,
-                                 ylabel="margin to the bound", references=refs, marker=marker))
+            figures.append(
+                curve(
+                    f"{series}: {axis} over steps",
+                    steps,
+                    ys,
+                    f"curve-{axis}",
+                    caption,
+                    ylabel="margin to the bound",
+                    references=refs,
+                    marker=marker,
+                )
+            )
     return figures

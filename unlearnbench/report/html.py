@@ -99,7 +99,9 @@ box.textContent='This browser could not unpack the item table ('+e+'); the items
 document.addEventListener('toggle',function(e){var d=e.target;
 if(d.matches&&d.matches('details.items')&&d.open)loadItems(d);},true);
 """
-SCRIPT = ITEM_SCRIPT + """
+SCRIPT = (
+    ITEM_SCRIPT
+    + """
 function toggleSuite(button){var body=button.closest('tbody');body.classList.toggle('collapsed');
 button.textContent=body.classList.contains('collapsed')?'+':'−';}
 function openTarget(){var id=decodeURIComponent(location.hash.slice(1));var el=id&&document.getElementById(id);
@@ -107,6 +109,7 @@ if(!el)return;for(var p=el.parentElement;p;p=p.parentElement){if(p.tagName==='DE
 el.scrollIntoView();}
 window.addEventListener('hashchange',openTarget);window.addEventListener('DOMContentLoaded',openTarget);
 """
+)
 
 
 def _e(value) -> str:
@@ -164,16 +167,22 @@ def _banner(report: dict, a: dict) -> str:
     counts = {k: sum(verdicts[n]["verdict"] == k for n in candidates) for k in ("pass", "fail", "inconclusive")}
     overall = "fail" if counts["fail"] else "inconclusive" if counts["inconclusive"] else "pass"
     best = board["rows"][0] if board["rows"] else None
-    lines = [f"<b>{len(candidates)} candidate checkpoint{'s' if len(candidates) != 1 else ''}: "
-             f"{counts['pass']} pass the gate, {counts['fail']} fail, {counts['inconclusive']} inconclusive.</b>"]
+    lines = [
+        f"<b>{len(candidates)} candidate checkpoint{'s' if len(candidates) != 1 else ''}: "
+        f"{counts['pass']} pass the gate, {counts['fail']} fail, {counts['inconclusive']} inconclusive.</b>"
+    ]
     if best:
         name = f"{best['series']} at step {best['step']}" if best.get("series") else best["checkpoint"]
-        lines.append(f"Best ranked: <b>{_e(name)}</b> ({_e(best['verdict'].upper())}, "
-                     f"{best['passed']}/{len(board['shared_checks'])} shared checks passed).")
+        lines.append(
+            f"Best ranked: <b>{_e(name)}</b> ({_e(best['verdict'].upper())}, "
+            f"{best['passed']}/{len(board['shared_checks'])} shared checks passed)."
+        )
     if a["retain_fails"]:
-        lines.append(f"The retain model itself fails {len(a['retain_fails'])} check"
-                     f"{'s' if len(a['retain_fails']) != 1 else ''} ({_e(', '.join(a['retain_fails']))}): no "
-                     "checkpoint can be expected to pass them on this data; they are flagged on every row.")
+        lines.append(
+            f"The retain model itself fails {len(a['retain_fails'])} check"
+            f"{'s' if len(a['retain_fails']) != 1 else ''} ({_e(', '.join(a['retain_fails']))}): no "
+            "checkpoint can be expected to pass them on this data; they are flagged on every row."
+        )
     return f'<div class="banner {overall}" id="verdict-banner">{" ".join(lines)}</div>'
 
 
@@ -195,39 +204,46 @@ def _verdict_table(report: dict, a: dict) -> str:
             series, r = steps[name]
             best = ranked.get(name)
             rank = str(series_rank[series]) if best else f"({series_rank[series]})"
-            step_note = (f' <span class="badge">{_e(series)} step {r["step"]}'
-                         f'{", best" if best else ""}</span>')
+            step_note = f' <span class="badge">{_e(series)} step {r["step"]}{", best" if best else ""}</span>'
         cells = []
         for suite in suites:
             c = v["suites"].get(suite)
-            cells.append(f'<td class="{c["verdict"]}">{c["passed"]}/{c["judged"]}</td>' if c
-                         else '<td class="none">—</td>')
+            cells.append(
+                f'<td class="{c["verdict"]}">{c["passed"]}/{c["judged"]}</td>' if c else '<td class="none">—</td>'
+            )
         first = ", ".join(
             f'<a href="#{check_anchor(name, *key.split(".", 1))}">{_e(key)}</a>'
             + (" <small>(retain too)</small>" if key in v["retain_fails_too"] else "")
-            for key in v["failing"][:3]) + (", …" if len(v["failing"]) > 3 else "")
+            for key in v["failing"][:3]
+        ) + (", …" if len(v["failing"]) > 3 else "")
         if r:
             note = f"<td>{_e(utility_text(r))}</td><td>{_e(forget_text(r))}</td>"
         else:
             why = f"{v['role']} model: anchor, not ranked" if v["role"] else f"not ranked: {unranked.get(name, '')}"
             note = f'<td colspan="2">{_e(why)}</td>'
-        rows.append(f'<tr><td>{rank}</td><th><a href="#{checkpoint_anchor(name)}">{_e(name)}</a>{_badge(v["role"])}'
-                    f'{step_note}</th>'
-                    f"<td>{pill(v['verdict'])}</td>{''.join(cells)}{note}<td>{first}</td></tr>")
-    return (f'<div class="scroll"><table id="verdicts"><thead><tr><th>rank</th><th>checkpoint</th><th>verdict</th>'
-            f"{head}<th>utility failed</th><th>forget (decided)</th><th>first failing checks</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody>"
-            f'</table></div><p class="rule" id="ranking-rule">{_e(board["rule"])} Suite cells: checks passed / '
-            "judged.</p>")
+        rows.append(
+            f'<tr><td>{rank}</td><th><a href="#{checkpoint_anchor(name)}">{_e(name)}</a>{_badge(v["role"])}'
+            f"{step_note}</th>"
+            f"<td>{pill(v['verdict'])}</td>{''.join(cells)}{note}<td>{first}</td></tr>"
+        )
+    return (
+        f'<div class="scroll"><table id="verdicts"><thead><tr><th>rank</th><th>checkpoint</th><th>verdict</th>'
+        f"{head}<th>utility failed</th><th>forget (decided)</th><th>first failing checks</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody>"
+        f'</table></div><p class="rule" id="ranking-rule">{_e(board["rule"])} Suite cells: checks passed / '
+        "judged.</p>"
+    )
 
 
 def _curves(report: dict, a: dict) -> str:
     figures = series_figures(report, a)
     if not figures:
         return ""
-    return (f'<h2 id="curves">Unlearning curves</h2><p class="meta">Each training run (its checkpoint-&lt;step&gt; '
-            "folders) ranks once, at its best step; its steps below are in step order.</p>"
-            f'<div class="plots">{"".join(figures)}</div>')
+    return (
+        f'<h2 id="curves">Unlearning curves</h2><p class="meta">Each training run (its checkpoint-&lt;step&gt; '
+        "folders) ranks once, at its best step; its steps below are in step order.</p>"
+        f'<div class="plots">{"".join(figures)}</div>'
+    )
 
 
 def bound_label(verdict: dict) -> str:
@@ -246,13 +262,16 @@ def _matrix(report: dict, a: dict) -> str:
         for suite, result in cps[name]["suites"].items():
             for check, v in result["checks"].items():
                 checks.setdefault(suite, {}).setdefault(check, v)
-    head = "".join(f"<th>{_e(n)}{' <span class=badge>ref</span>' if a['verdicts'][n]['role'] else ''}</th>"
-                   for n in order)
+    head = "".join(
+        f"<th>{_e(n)}{' <span class=badge>ref</span>' if a['verdicts'][n]['role'] else ''}</th>" for n in order
+    )
     bodies = []
     for suite, suite_checks in checks.items():
-        rows = [f'<tr class="suite"><th colspan="2"><button class="toggle" onclick="toggleSuite(this)" '
-                f'aria-label="collapse {_e(suite)}">−</button>{_e(suite)}</th>'
-                f'<td colspan="{len(order)}"></td></tr>']
+        rows = [
+            f'<tr class="suite"><th colspan="2"><button class="toggle" onclick="toggleSuite(this)" '
+            f'aria-label="collapse {_e(suite)}">−</button>{_e(suite)}</th>'
+            f'<td colspan="{len(order)}"></td></tr>'
+        ]
         for check, example in suite_checks.items():
             key = f"{suite}.{check}"
             flag = '<span class="flag">retain fails this too</span>' if key in a["retain_fails"] else ""
@@ -268,26 +287,37 @@ def _matrix(report: dict, a: dict) -> str:
                     css += f" lean-{v['lean']}"
                     needed = f"~{v['n_needed']} items would decide it" if v.get("n_needed") else "undecidable"
                     tip = f"underpowered, leans {v['lean']}: {needed} (n = {v.get('n')}). {tip}"
-                cells.append(f'<td class="{_e(css)}" title="{_e(tip)}"><a href="#'
-                             f'{check_anchor(name, suite, check)}">{SYMBOL.get(v["outcome"], "")} {_e(value)}</a></td>')
-            rows.append(f'<tr class="row"><th class="check" title="{_e(example.get("rationale", ""))}">{_e(check)}'
-                        f"{flag}</th><td>{_e(bound_label(example))}</td>{''.join(cells)}</tr>")
+                cells.append(
+                    f'<td class="{_e(css)}" title="{_e(tip)}"><a href="#'
+                    f'{check_anchor(name, suite, check)}">{SYMBOL.get(v["outcome"], "")} {_e(value)}</a></td>'
+                )
+            rows.append(
+                f'<tr class="row"><th class="check" title="{_e(example.get("rationale", ""))}">{_e(check)}'
+                f"{flag}</th><td>{_e(bound_label(example))}</td>{''.join(cells)}</tr>"
+            )
         bodies.append(f"<tbody>{''.join(rows)}</tbody>")
-    return (f'<div class="scroll" id="matrix-box"><table id="summary-matrix"><thead><tr><th class="check">check</th>'
-            f"<th>bound</th>{head}</tr></thead>{''.join(bodies)}</table></div>")
+    return (
+        f'<div class="scroll" id="matrix-box"><table id="summary-matrix"><thead><tr><th class="check">check</th>'
+        f"<th>bound</th>{head}</tr></thead>{''.join(bodies)}</table></div>"
+    )
 
 
 def _interrupted(run: dict) -> str:
     if not run.get("interrupted"):
         return ""
-    return ('<p class="interrupted"><b>Interrupted (Ctrl-C)</b>: this report holds what finished before the '
-            'interrupt; the checks not evaluated by then are errors ("interrupted"), not verdicts.</p>')
+    return (
+        '<p class="interrupted"><b>Interrupted (Ctrl-C)</b>: this report holds what finished before the '
+        'interrupt; the checks not evaluated by then are errors ("interrupted"), not verdicts.</p>'
+    )
 
 
 def _lost(report: dict) -> str:
     """Checkpoints that never reported (their worker died), and NaN/inf dropped by the writer."""
-    lost = [f"<li><b>{_e(n)}</b>: {_e(c['lost']['reason'])} ({len(c['lost']['tests'])} tests)</li>"
-            for n, c in report["checkpoints"].items() if c.get("lost")]
+    lost = [
+        f"<li><b>{_e(n)}</b>: {_e(c['lost']['reason'])} ({len(c['lost']['tests'])} tests)</li>"
+        for n, c in report["checkpoints"].items()
+        if c.get("lost")
+    ]
     dropped = [f"<li><code>{_e(d['path'])}</code> was {_e(d['was'])}</li>" for d in report.get("non_finite", [])]
     out = f'<h2>Lost checkpoints</h2><ul class="lost">{"".join(lost)}</ul>' if lost else ""
     if dropped:
@@ -311,6 +341,7 @@ def _item_details(metrics: dict, source: str, ids) -> dict | None:
     """{item id: fields} of metric `source`: its own, else those of the first
     sibling metric whose items share ids with `ids` (e.g. the leak rate's
     replies sit on the refusal rate)."""
+
     def items_of(metric: dict):
         details = metric.get("details")
         return details.get("items") if isinstance(details, dict) and isinstance(details.get("items"), dict) else None
@@ -330,8 +361,9 @@ def per_item_source(suite: str, metric: str) -> str:
     return dict(SUITES[suite].per_item_source).get(metric, metric) if suite in SUITES else metric
 
 
-def item_table(metric_name: str, source: str, result: dict, verdict: dict,
-               retain: dict | None) -> tuple[str, str] | None:
+def item_table(
+    metric_name: str, source: str, result: dict, verdict: dict, retain: dict | None
+) -> tuple[str, str] | None:
     """(summary, table) of the check's items: per-item value, the item's
     fields, and the retain model's output for the same item beside the
     checkpoint's; None when the metric has no items."""
@@ -347,8 +379,12 @@ def item_table(metric_name: str, source: str, result: dict, verdict: dict,
         return None
     fields = list(dict.fromkeys(k for i in (items or {}).values() for k in i))
     retain_text = [f for f in fields if f in TEXT_FIELDS]
-    head = ["item"] + ([f"{source} (this)"] + ([f"{source} (retain)"] if retain_metric.get("per_item") else [])
-                       if per_item else []) + fields + [f"{f} (retain)" for f in retain_text if retain_items]
+    head = (
+        ["item"]
+        + ([f"{source} (this)"] + ([f"{source} (retain)"] if retain_metric.get("per_item") else []) if per_item else [])
+        + fields
+        + [f"{f} (retain)" for f in retain_text if retain_items]
+    )
     rows = []
     for item_id in ids:
         value = per_item.get(item_id)
@@ -366,14 +402,20 @@ def item_table(metric_name: str, source: str, result: dict, verdict: dict,
     capped = metric.get("items_capped")
     note = f" (the first {capped['kept']} of {capped['of']})" if capped else ""
     failing = sum('class="item bad"' in r for r in rows)
-    what = (f"{failing} on the failing side of the bound" if source == metric_name else
-            f"{source} per item ({metric_name} is computed over all of them)")
-    return (f"{len(ids)} items{note}, {what}",
-            f'<table><tr>{"".join(f"<th>{_e(h)}</th>" for h in head)}</tr>{"".join(rows)}</table>')
+    what = (
+        f"{failing} on the failing side of the bound"
+        if source == metric_name
+        else f"{source} per item ({metric_name} is computed over all of them)"
+    )
+    return (
+        f"{len(ids)} items{note}, {what}",
+        f"<table><tr>{''.join(f'<th>{_e(h)}</th>' for h in head)}</tr>{''.join(rows)}</table>",
+    )
 
 
-def item_list(metric_name: str, source: str, result: dict, verdict: dict, retain: dict | None,
-                 tables: list[str]) -> str:
+def item_list(
+    metric_name: str, source: str, result: dict, verdict: dict, retain: dict | None, tables: list[str]
+) -> str:
     """The check's item list: its table (`item_table`) is appended to
     `tables` (its checkpoint's, packed by `packed_tables`); the page gets
     the item list, which loads it on opening."""
@@ -382,8 +424,10 @@ def item_list(metric_name: str, source: str, result: dict, verdict: dict, retain
         return ""
     summary, table = found
     tables.append(table)
-    return (f'<details class="items" data-table="{len(tables) - 1}"><summary>{_e(summary)}</summary>'
-            f'<div class="scroll"></div></details>')
+    return (
+        f'<details class="items" data-table="{len(tables) - 1}"><summary>{_e(summary)}</summary>'
+        f'<div class="scroll"></div></details>'
+    )
 
 
 def packed_tables(tables: list[str]) -> str:
@@ -396,26 +440,47 @@ def packed_tables(tables: list[str]) -> str:
     return f'<script type="application/octet-stream" class="item-tables">{packed}</script>'
 
 
-def _check_block(name: str, suite: str, check: str, v: dict, result: dict, retain: dict | None,
-                 retain_fails: bool, tables: list[str]) -> str:
+def _check_block(
+    name: str, suite: str, check: str, v: dict, result: dict, retain: dict | None, retain_fails: bool, tables: list[str]
+) -> str:
     metric = result["metrics"].get(v.get("metric") or "", {})
     hw = half_width(v.get("ci"))
-    value = "" if v.get("value") is None else (
-        f"{_fmt(v['value'])}" + (f" ± {hw:.2g} (95% CI {_fmt(v['ci'][0])} to {_fmt(v['ci'][1])})" if hw else "")
-        + (f", n = {metric['n']}" if metric.get("n") is not None else ""))
+    value = (
+        ""
+        if v.get("value") is None
+        else (
+            f"{_fmt(v['value'])}"
+            + (f" ± {hw:.2g} (95% CI {_fmt(v['ci'][0])} to {_fmt(v['ci'][1])})" if hw else "")
+            + (f", n = {metric['n']}" if metric.get("n") is not None else "")
+        )
+    )
     bound = bound_text(v, SYMBOLS)
     if v.get("relative_to") and v.get("reference_value") is not None:
         bound += f" = {v['relative_to']} {_fmt(v['reference_value'])} {'−' if v['direction'] == 'at_least' else '+'} {_fmt(v.get('margin'))}"
-    rows = [("verdict", pill(v["outcome"]) + (' <span class="flag">retain fails this too</span>' if retain_fails else "")
-             + (f" leans {_e(v['lean'])}" if v.get("lean") else "")),
-            ("metric", _e(v.get("metric", ""))), ("value", _e(value)),
-            ("must be", _e(bound)), ("decided on", _e(decision_text(v))),
-            ("why", _e(v.get("rationale", ""))), ("result", _e(v.get("reason", "")))]
+    rows = [
+        (
+            "verdict",
+            pill(v["outcome"])
+            + (' <span class="flag">retain fails this too</span>' if retain_fails else "")
+            + (f" leans {_e(v['lean'])}" if v.get("lean") else ""),
+        ),
+        ("metric", _e(v.get("metric", ""))),
+        ("value", _e(value)),
+        ("must be", _e(bound)),
+        ("decided on", _e(decision_text(v))),
+        ("why", _e(v.get("rationale", ""))),
+        ("result", _e(v.get("reason", ""))),
+    ]
     dl = "".join(f"<dt>{k}</dt><dd>{val}</dd>" for k, val in rows if val)
-    items = (item_list(v["metric"], per_item_source(suite, v["metric"]), result, v, retain, tables)
-             if v.get("metric") else "")
-    return (f'<div class="check" id="{check_anchor(name, suite, check)}"><h4>{_e(suite)} · {_e(check)}</h4>'
-            f"<dl>{dl}</dl>{items}</div>")
+    items = (
+        item_list(v["metric"], per_item_source(suite, v["metric"]), result, v, retain, tables)
+        if v.get("metric")
+        else ""
+    )
+    return (
+        f'<div class="check" id="{check_anchor(name, suite, check)}"><h4>{_e(suite)} · {_e(check)}</h4>'
+        f"<dl>{dl}</dl>{items}</div>"
+    )
 
 
 def decision_text(v: dict) -> str:
@@ -427,12 +492,16 @@ def decision_text(v: dict) -> str:
         return "its value alone (--point-estimate)"
     if not dci:
         return "no interval: not decided" if v.get("lean") else ""
-    quantity = (f"difference from {v['relative_to']} {_fmt(v['difference'])}" if v.get("difference") is not None
-                else "its value")
+    quantity = (
+        f"difference from {v['relative_to']} {_fmt(v['difference'])}"
+        if v.get("difference") is not None
+        else "its value"
+    )
     parts = [f"{quantity}, {100 * (1 - alpha):.4g}% interval {_fmt(dci[0])} to {_fmt(dci[1])} ({v.get('interval')})"]
     if v.get("p_value") is not None:
-        parts[0] += (f", p {'<' if v.get('p_below') else '='} {v['p_value']:.2g}"
-                     + (f" (Holm {v['p_adjusted']:.2g})" if v.get("p_adjusted") is not None else ""))
+        parts[0] += f", p {'<' if v.get('p_below') else '='} {v['p_value']:.2g}" + (
+            f" (Holm {v['p_adjusted']:.2g})" if v.get("p_adjusted") is not None else ""
+        )
     if v.get("clusters") and v.get("n") and v["clusters"] < v["n"]:
         worth = f" (worth {v['n_effective']:.3g} independent items)" if v.get("n_effective") else ""
         parts.append(f"{v['n']} items in {v['clusters']} clusters{worth}")
@@ -451,13 +520,20 @@ def _drilldown(report: dict, a: dict) -> str:
         cp, verdict = report["checkpoints"][name], a["verdicts"][name]
         blocks, tables = [], []
         for suite, result in cp["suites"].items():
-            retain = report["checkpoints"][retain_name]["suites"].get(suite) if retain_name and retain_name != name else None
+            retain = (
+                report["checkpoints"][retain_name]["suites"].get(suite) if retain_name and retain_name != name else None
+            )
             for check, v in sorted(result["checks"].items(), key=lambda kv: OUTCOME_ORDER.get(kv[1]["outcome"], 9)):
-                blocks.append(_check_block(name, suite, check, v, result, retain,
-                                           f"{suite}.{check}" in verdict["retain_fails_too"], tables))
-        out.append(f'<details class="cp" id="{checkpoint_anchor(name)}"><summary>{_e(name)}{_badge(verdict["role"])} '
-                   f"{pill(verdict['verdict'])} <small>{_e(suite_counts(verdict))}</small></summary>"
-                   f"<p class=\"meta\">{_e(verdict['summary'])}</p>{''.join(blocks)}{packed_tables(tables)}</details>")
+                blocks.append(
+                    _check_block(
+                        name, suite, check, v, result, retain, f"{suite}.{check}" in verdict["retain_fails_too"], tables
+                    )
+                )
+        out.append(
+            f'<details class="cp" id="{checkpoint_anchor(name)}"><summary>{_e(name)}{_badge(verdict["role"])} '
+            f"{pill(verdict['verdict'])} <small>{_e(suite_counts(verdict))}</small></summary>"
+            f'<p class="meta">{_e(verdict["summary"])}</p>{"".join(blocks)}{packed_tables(tables)}</details>'
+        )
     return "".join(out)
 
 
@@ -466,27 +542,31 @@ def _reference_code(run: dict) -> str:
     code = run.get("reference_code") or {}
     if not code:
         return ""
-    return ("<p class=\"meta\">convention=reference reproduces: "
-            + ", ".join(f"{_e(suite)} <code>{_e(ref)}</code>" for suite, ref in sorted(code.items())) + "</p>")
+    return (
+        '<p class="meta">convention=reference reproduces: '
+        + ", ".join(f"{_e(suite)} <code>{_e(ref)}</code>" for suite, ref in sorted(code.items()))
+        + "</p>"
+    )
 
 
 def render(report: dict, extra_figures: dict[str, list[str]] | None = None) -> str:
     run, summary = report["run"], report["summary"]
     a = report.get("assessment") or assess(report)
     plots = suite_plots(report, extra_figures)
-    plot_html = "".join(f"<h3>{_e(suite)}</h3><div class=\"plots\">{''.join(figs)}</div>"
-                        for suite, figs in plots.items())
+    plot_html = "".join(
+        f'<h3>{_e(suite)}</h3><div class="plots">{"".join(figs)}</div>' for suite, figs in plots.items()
+    )
     env = report.get("environment", {})
     command = " ".join(run["command"]) if isinstance(run.get("command"), list) else run.get("command", "")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>unlearnbench report {_e(run.get('id', ''))}</title><style>{CSS}</style><script>{SCRIPT}</script></head><body>
+<title>unlearnbench report {_e(run.get("id", ""))}</title><style>{CSS}</style><script>{SCRIPT}</script></head><body>
 <h1>unlearnbench report</h1>
-<p class="meta"><code>{_e(run.get('id', ''))}</code> &middot; {_e(run.get('started_at', ''))} &middot;
-{_fmt(run.get('duration_s'))} s &middot; <code>{_e(command)}</code> &middot; unlearnbench {_e(env.get('unlearnbench'))},
-torch {_e(env.get('torch'))}, transformers {_e(env.get('transformers'))} &middot;
-checks: <b>{summary['passed']}</b> passed, <b>{summary['failed']}</b> failed, {summary.get('inconclusive', 0)} inconclusive,
-{summary['skipped']} skipped, {summary['errors']} errors</p><p class="meta" id="evidence">{_e(evidence_line(report))}
+<p class="meta"><code>{_e(run.get("id", ""))}</code> &middot; {_e(run.get("started_at", ""))} &middot;
+{_fmt(run.get("duration_s"))} s &middot; <code>{_e(command)}</code> &middot; unlearnbench {_e(env.get("unlearnbench"))},
+torch {_e(env.get("torch"))}, transformers {_e(env.get("transformers"))} &middot;
+checks: <b>{summary["passed"]}</b> passed, <b>{summary["failed"]}</b> failed, {summary.get("inconclusive", 0)} inconclusive,
+{summary["skipped"]} skipped, {summary["errors"]} errors</p><p class="meta" id="evidence">{_e(evidence_line(report))}
 (how a verdict is decided: docs/verdicts.md)</p>
 {_reference_code(run)}{_interrupted(run)}{_lost(report)}
 {_banner(report, a)}
@@ -496,7 +576,7 @@ checks: <b>{summary['passed']}</b> passed, <b>{summary['failed']}</b> failed, {s
 order above. ✓ pass, ✗ fail, ? inconclusive (hatched: underpowered, in the colour it leans to; its tooltip
 says how many items would decide it), – skipped, — not run. A cell shows the value and links to the check's
 details.</p>{_matrix(report, a)}
-<h2>Plots</h2>{plot_html or '<p>No plotted suite in this run.</p>'}
+<h2>Plots</h2>{plot_html or "<p>No plotted suite in this run.</p>"}
 <h2>Details</h2><label><input type="checkbox" id="only-failures" onchange="onlyFailures(this)"> show only the
 items on the failing side of a bound</label><noscript><p class="meta">The item lists need JavaScript to open; every
 item is also in report.json and results.jsonl.</p></noscript>{_drilldown(report, a)}

@@ -43,8 +43,19 @@ from unlearnbench.report.verdicts import anchors, assess
 SCHEMA = "unlearnbench.leaderboard"
 SCHEMA_VERSION = 1
 AXES = ("forget", "utility")
-RANKING_FIELDS = ("passed", "failed", "inconclusive", "utility_failed", "utility_checks", "utility", "forget_passed",
-                  "forget_failed", "forget_checks", "collapsed", "margin")
+RANKING_FIELDS = (
+    "passed",
+    "failed",
+    "inconclusive",
+    "utility_failed",
+    "utility_checks",
+    "utility",
+    "forget_passed",
+    "forget_failed",
+    "forget_checks",
+    "collapsed",
+    "margin",
+)
 
 
 @dataclass
@@ -75,8 +86,10 @@ def find_reports(paths: list[Path]) -> list[Path]:
         for file in files:
             found.setdefault(file.resolve(), file)
     if not found:
-        raise ValueError(f"no report.json under {', '.join(map(str, paths))}: run pytest suites first "
-                         "(its reports are written under reports/)")
+        raise ValueError(
+            f"no report.json under {', '.join(map(str, paths))}: run pytest suites first "
+            "(its reports are written under reports/)"
+        )
     return sorted(found.values(), key=str)
 
 
@@ -88,8 +101,23 @@ def digest(data: bytes) -> str:
 # What the leaderboard reads of a metric (its value, interval and n; which way is better) and of a verdict (its
 # outcome and value against its gate for the ranking, the gate's fields for comparable settings, interval and n).
 METRIC_FIELDS = ("name", "value", "n", "ci", "higher_is_better", "unavailable")
-VERDICT_FIELDS = ("check", "metric", "outcome", "value", "ci", "n", "bound", "direction", "axis", "relative_to",
-                  "margin", "strict_ci", "rule", "alpha", "correction")
+VERDICT_FIELDS = (
+    "check",
+    "metric",
+    "outcome",
+    "value",
+    "ci",
+    "n",
+    "bound",
+    "direction",
+    "axis",
+    "relative_to",
+    "margin",
+    "strict_ci",
+    "rule",
+    "alpha",
+    "correction",
+)
 
 
 def slim(report: dict) -> dict:
@@ -98,10 +126,14 @@ def slim(report: dict) -> dict:
     from the file)."""
     for checkpoint in report["checkpoints"].values():
         for result in checkpoint.get("suites", {}).values():
-            result["metrics"] = {name: {k: m[k] for k in METRIC_FIELDS if k in m}
-                                 for name, m in (result.get("metrics") or {}).items() if isinstance(m, dict)}
-            result["checks"] = {name: {k: v[k] for k in VERDICT_FIELDS if k in v}
-                                for name, v in (result.get("checks") or {}).items()}
+            result["metrics"] = {
+                name: {k: m[k] for k in METRIC_FIELDS if k in m}
+                for name, m in (result.get("metrics") or {}).items()
+                if isinstance(m, dict)
+            }
+            result["checks"] = {
+                name: {k: v[k] for k in VERDICT_FIELDS if k in v} for name, v in (result.get("checks") or {}).items()
+            }
     return report
 
 
@@ -131,19 +163,25 @@ def read_runs(files: list[Path]) -> tuple[list[Run], list[Note]]:
             notes.append(Note(file, f"skipped {exc}", problem=True))
             continue
         except (KeyError, TypeError, AttributeError) as exc:
-            notes.append(Note(file, f"skipped {file}: not a complete report ({type(exc).__name__}: {exc})",
-                              problem=True))
+            notes.append(
+                Note(file, f"skipped {file}: not a complete report ({type(exc).__name__}: {exc})", problem=True)
+            )
             continue
         loaded.append((file, run_id, digest(file.read_bytes()), slim(report)))
-    merged_into = {entry.get("run_id"): (run_id, file) for file, run_id, _, report in loaded
-                   for entry in report.get("merged_from") or [] if isinstance(entry, dict)}
+    merged_into = {
+        entry.get("run_id"): (run_id, file)
+        for file, run_id, _, report in loaded
+        for entry in report.get("merged_from") or []
+        if isinstance(entry, dict)
+    }
     runs: list[Run] = []
     by_id: dict[str, list[Run]] = {}
     for file, run_id, file_digest, report in loaded:
         if run_id in merged_into:
             merged_id, merged_file = merged_into[run_id]
-            notes.append(Note(file, f"read {file} (run {run_id}) through merged run {merged_id} ({merged_file})",
-                              problem=False))
+            notes.append(
+                Note(file, f"read {file} (run {run_id}) through merged run {merged_id} ({merged_file})", problem=False)
+            )
             continue
         same = by_id.setdefault(run_id, [])
         copy = next((r for r in same if r.digest == file_digest), None)
@@ -152,8 +190,14 @@ def read_runs(files: list[Path]) -> tuple[list[Run], list[Note]]:
             continue
         unique = run_id if not same else f"{run_id}~{len(same) + 1}"
         if same:
-            notes.append(Note(file, f"{file} claims run id {run_id} of {same[0].file} with different content: "
-                                    f"both are shown, this one as {unique}", problem=True))
+            notes.append(
+                Note(
+                    file,
+                    f"{file} claims run id {run_id} of {same[0].file} with different content: "
+                    f"both are shown, this one as {unique}",
+                    problem=True,
+                )
+            )
         run = Run(file=file, id=unique, report=report, digest=file_digest)
         same.append(run)
         runs.append(run)
@@ -169,8 +213,9 @@ def _settings(run: Run) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for checkpoint in report["checkpoints"].values():
         for suite, result in checkpoint.get("suites", {}).items():
-            setting = out.setdefault(suite, {"data": None, "data_source": None, "suite_version": None, "gate": {},
-                                             "references": {}})
+            setting = out.setdefault(
+                suite, {"data": None, "data_source": None, "suite_version": None, "gate": {}, "references": {}}
+            )
             data = result.get("data") or {}
             setting["data"] = setting["data"] or data.get("fingerprint")
             setting["data_source"] = setting["data_source"] or data.get("source")
@@ -194,8 +239,12 @@ def _comparable(a: dict, b: dict) -> bool:
     """Two settings of one suite are comparable when their data is the same, their suite versions are (or
     one is not recorded), and their gates and reference models agree on every check and role both have: a
     run that left a check out (or ran without the retain model) is not another setting."""
-    return (a["data"] == b["data"] and _agree({"v": a["suite_version"]}, {"v": b["suite_version"]})
-            and _agree(a["gate"], b["gate"]) and _agree(a["references"], b["references"]))
+    return (
+        a["data"] == b["data"]
+        and _agree({"v": a["suite_version"]}, {"v": b["suite_version"]})
+        and _agree(a["gate"], b["gate"])
+        and _agree(a["references"], b["references"])
+    )
 
 
 def setting_ids(runs: list[Run]) -> tuple[dict[tuple[str, str], str], dict[str, dict[str, dict]]]:
@@ -230,15 +279,23 @@ def differences(settings: dict[str, dict]) -> list[str]:
     if len({s["suite_version"] for s in values}) > 1:
         out.append("suite version: " + " vs ".join(str(s["suite_version"] or "not recorded") for s in values))
     if len({json.dumps(s["references"], sort_keys=True) for s in values}) > 1:
-        out.append("reference models: " + " vs ".join(
-            ", ".join(f"{role} {fp}" for role, fp in sorted(s["references"].items())) or "none" for s in values))
+        out.append(
+            "reference models: "
+            + " vs ".join(
+                ", ".join(f"{role} {fp}" for role, fp in sorted(s["references"].items())) or "none" for s in values
+            )
+        )
     fields = ("metric", "direction", "relative to", "margin", "strict CI", "rule", "alpha", "correction", "bound")
     for check in sorted(set.intersection(*(set(s["gate"]) for s in values))):  # a check left out is no difference
         signatures = [s["gate"][check] for s in values]
         changed = [i for i in range(len(fields)) if len({json.dumps(sig[i]) for sig in signatures}) > 1]
         if changed:
-            out.append(f"check {check}: {', '.join(fields[i] for i in changed)} " + " vs ".join(
-                "/".join("not recorded" if sig[i] is None else str(sig[i]) for i in changed) for sig in signatures))
+            out.append(
+                f"check {check}: {', '.join(fields[i] for i in changed)} "
+                + " vs ".join(
+                    "/".join("not recorded" if sig[i] is None else str(sig[i]) for i in changed) for sig in signatures
+                )
+            )
     return out
 
 
@@ -292,14 +349,20 @@ def headline_axes(suite: str, results: list[dict]) -> dict[str, dict]:
 
     declared = dict(SUITES[suite].headline) if suite in SUITES else {}
     logs = {m.name for m in SUITES[suite].metrics if m.log_scale} if suite in SUITES else set()
-    checks = sorted(((c, v) for r in results for c, v in r.get("checks", {}).items() if v.get("axis")),
-                    key=lambda cv: cv[0])
+    checks = sorted(
+        ((c, v) for r in results for c, v in r.get("checks", {}).items() if v.get("axis")), key=lambda cv: cv[0]
+    )
     out = {}
     for axis in AXES:
         metric = declared.get(axis) or next((v.get("metric") for _, v in checks if v["axis"] == axis), None)
-        higher = next((r["metrics"][metric].get("higher_is_better") for r in results
-                       if isinstance(r.get("metrics", {}).get(metric), dict)
-                       and "higher_is_better" in r["metrics"][metric]), None)
+        higher = next(
+            (
+                r["metrics"][metric].get("higher_is_better")
+                for r in results
+                if isinstance(r.get("metrics", {}).get(metric), dict) and "higher_is_better" in r["metrics"][metric]
+            ),
+            None,
+        )
         if higher is None:
             higher = next((v.get("direction") == "at_least" for _, v in checks if v.get("metric") == metric), True)
         if metric and any(metric in r.get("metrics", {}) for r in results):
@@ -309,8 +372,11 @@ def headline_axes(suite: str, results: list[dict]) -> dict[str, dict]:
 
 def pareto(points: dict[str, tuple[float, float]]) -> list[str]:
     """The ids whose (a, b), both more-is-better, no other point matches or beats on both with one strictly."""
-    return [i for i, (a, b) in points.items()
-            if not any(a2 >= a and b2 >= b and (a2 > a or b2 > b) for j, (a2, b2) in points.items() if j != i)]
+    return [
+        i
+        for i, (a, b) in points.items()
+        if not any(a2 >= a and b2 >= b and (a2 > a or b2 > b) for j, (a2, b2) in points.items() if j != i)
+    ]
 
 
 def _value(metric: dict | None) -> dict | None:
@@ -362,30 +428,55 @@ def build(runs: list[Run]) -> dict:
         labels[key] = (label, slug)
     # The main comparison holds every result evaluated under the main setting of its suite; each other
     # setting of a suite is a group of its own, of that suite's results only. Every result is in one group.
-    main = [(e, {s for s in e.checkpoint.get("suites", {}) if s not in split or ids[(e.run.id, s)] == primary[s]})
-            for e in evaluations]
+    main = [
+        (e, {s for s in e.checkpoint.get("suites", {}) if s not in split or ids[(e.run.id, s)] == primary[s]})
+        for e in evaluations
+    ]
     plan = [(primary, None, [(e, only) for e, only in main if only or not e.checkpoint.get("suites")])]
     for suite in sorted(split):
         for sid in settings[suite]:
             if sid != primary[suite]:
-                plan.append(({suite: sid}, suite, [(e, {suite}) for e in evaluations
-                                                   if ids.get((e.run.id, suite)) == sid]))
+                plan.append(
+                    ({suite: sid}, suite, [(e, {suite}) for e in evaluations if ids.get((e.run.id, suite)) == sid])
+                )
     out_groups = []
     for number, (key, other, members) in enumerate(plan, start=1):
         group = _group(number, members, ids, settings, labels, names_of)
-        group |= {"key": key, "title": _title(key, settings, other),
-                  "differs": ({other: differences({sid: settings[other][sid] for sid in
-                                                   (primary[other], key[other])})} if other else {})}
+        group |= {
+            "key": key,
+            "title": _title(key, settings, other),
+            "differs": (
+                {other: differences({sid: settings[other][sid] for sid in (primary[other], key[other])})}
+                if other
+                else {}
+            ),
+        }
         out_groups.append(group)
-    return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
-            "runs": [{"id": r.id, "file": str(r.file), "started_at": r.report["run"].get("started_at"),
-                      "schema_version": r.report.get("schema_version"),
-                      "checkpoints": list(r.report["checkpoints"])} for r in runs],
-            "groups": out_groups}
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "runs": [
+            {
+                "id": r.id,
+                "file": str(r.file),
+                "started_at": r.report["run"].get("started_at"),
+                "schema_version": r.report.get("schema_version"),
+                "checkpoints": list(r.report["checkpoints"]),
+            }
+            for r in runs
+        ],
+        "groups": out_groups,
+    }
 
 
-def _group(number: int, members: list[tuple[Evaluation, set]], ids: dict, settings: dict,
-           labels: dict[str, tuple[str, str]], names_of: dict[str, set]) -> dict:
+def _group(
+    number: int,
+    members: list[tuple[Evaluation, set]],
+    ids: dict,
+    settings: dict,
+    labels: dict[str, tuple[str, str]],
+    names_of: dict[str, set],
+) -> dict:
     """One group's rows, ranked by the report's rule; `members` are (evaluation, the suites of it the
     group holds)."""
     by_checkpoint: dict[str, list[Evaluation]] = {}
@@ -412,8 +503,9 @@ def _group(number: int, members: list[tuple[Evaluation, set]], ids: dict, settin
     assessment = assess(synthetic)
     board = assessment["ranking"]
     ranked = {r["checkpoint"]: r for r in board["rows"]}
-    step_rank = {s["checkpoint"]: r["rank"] for r in board["rows"] if r.get("series")
-                 for s in board["series"][r["series"]]}
+    step_rank = {
+        s["checkpoint"]: r["rank"] for r in board["rows"] if r.get("series") for s in board["series"][r["series"]]
+    }
     unranked = {r["checkpoint"]: r["reason"] for r in board["unranked"]}
     suites = list(dict.fromkeys(s for label in assessment["order"] for s in combined[label]["suites"]))
     axes = {s: headline_axes(s, [c["suites"][s] for c in combined.values() if s in c["suites"]]) for s in suites}
@@ -423,18 +515,23 @@ def _group(number: int, members: list[tuple[Evaluation, set]], ids: dict, settin
         checkpoint, verdict = combined[label], assessment["verdicts"][label]
         info = checkpoint["info"]
         row = {
-            "id": labels[key_of_label[label]][1], "key": key_of_label[label], "checkpoint": label,
+            "id": labels[key_of_label[label]][1],
+            "key": key_of_label[label],
+            "checkpoint": label,
             "names": sorted({e.name for e in evals}),
-            "fingerprint": info.get("fingerprint"), "source": info.get("source"), "role": verdict["role"],
+            "fingerprint": info.get("fingerprint"),
+            "source": info.get("source"),
+            "role": verdict["role"],
             "method": method_of(evals[0].name, info.get("series")),
-            "series": info.get("series"), "step": info.get("step"),
+            "series": info.get("series"),
+            "step": info.get("step"),
             "name_clash": len(names_of[evals[0].name]) > 1,
             "runs": list(dict.fromkeys(e.run.id for e in evals)),
             "rank": ranked[label]["rank"] if label in ranked else step_rank.get(label),
             "best_step": label in ranked if label in step_rank else None,
-            "verdict": verdict["verdict"], "summary": verdict["summary"],
-            "not_ranked": (f"{verdict['role']} model: anchor, not ranked" if verdict["role"]
-                           else unranked.get(label)),
+            "verdict": verdict["verdict"],
+            "summary": verdict["summary"],
+            "not_ranked": (f"{verdict['role']} model: anchor, not ranked" if verdict["role"] else unranked.get(label)),
             "ranking": ({k: ranked[label][k] for k in RANKING_FIELDS} if label in ranked else None),
             "suites": {},
         }
@@ -442,9 +539,14 @@ def _group(number: int, members: list[tuple[Evaluation, set]], ids: dict, settin
             counts = verdict["suites"][suite]
             run_id = next(e.run.id for e in reversed(evals) if suite in held[id(e)])
             row["suites"][suite] = {
-                "verdict": counts["verdict"], "passed": counts["passed"], "judged": counts["judged"], "run": run_id,
-                **{axis: (_value(result.get("metrics", {}).get(spec["metric"])) or None)
-                   for axis, spec in axes[suite].items()},
+                "verdict": counts["verdict"],
+                "passed": counts["passed"],
+                "judged": counts["judged"],
+                "run": run_id,
+                **{
+                    axis: (_value(result.get("metrics", {}).get(spec["metric"])) or None)
+                    for axis, spec in axes[suite].items()
+                },
             }
         rows.append(row)
     fronts = {}
@@ -452,24 +554,38 @@ def _group(number: int, members: list[tuple[Evaluation, set]], ids: dict, settin
         if set(spec) != set(AXES):
             continue
         sign = {axis: 1 if spec[axis]["higher_is_better"] else -1 for axis in AXES}
-        points = {r["id"]: (sign["forget"] * r["suites"][suite]["forget"]["value"],
-                            sign["utility"] * r["suites"][suite]["utility"]["value"])
-                  for r in rows if not r["role"] and suite in r["suites"]
-                  and r["suites"][suite].get("forget") and r["suites"][suite].get("utility")}
+        points = {
+            r["id"]: (
+                sign["forget"] * r["suites"][suite]["forget"]["value"],
+                sign["utility"] * r["suites"][suite]["utility"]["value"],
+            )
+            for r in rows
+            if not r["role"]
+            and suite in r["suites"]
+            and r["suites"][suite].get("forget")
+            and r["suites"][suite].get("utility")
+        }
         front = set(pareto(points))
         fronts[suite] = [r["id"] for r in rows if r["id"] in front]
-    group_settings = {suite: settings[suite][next(ids[(e.run.id, suite)] for e, only in members if suite in only)]
-                      for suite in suites}
+    group_settings = {
+        suite: settings[suite][next(ids[(e.run.id, suite)] for e, only in members if suite in only)] for suite in suites
+    }
     return {
-        "id": f"g{number}", "settings": group_settings,
-        "suites": suites, "axes": axes, "rule": board["rule"], "shared_checks": board["shared_checks"],
-        "rows": rows, "pareto": fronts,
+        "id": f"g{number}",
+        "settings": group_settings,
+        "suites": suites,
+        "axes": axes,
+        "rule": board["rule"],
+        "shared_checks": board["shared_checks"],
+        "rows": rows,
+        "pareto": fronts,
     }
 
 
 def _title(key: dict, settings: dict, other: str | None) -> str:
     """'Main comparison' (naming the settings chosen where a suite has several), or '<suite> under another
     setting: data ...'."""
+
     def describe(suite: str, sid: str) -> str:
         s = settings[suite][sid]
         version = f", suite v{s['suite_version']}" if s["suite_version"] is not None else ""
@@ -503,17 +619,27 @@ def to_csv(board: dict) -> str:
     writer.writeheader()
     for group in board["groups"]:
         for row in group["rows"]:
-            line = {c: row.get(c) for c in columns[2:]} | {"group": group["id"], "rank": row["rank"],
-                                                           "runs": ";".join(row["runs"])}
+            line = {c: row.get(c) for c in columns[2:]} | {
+                "group": group["id"],
+                "rank": row["rank"],
+                "runs": ";".join(row["runs"]),
+            }
             for suite, cell in row["suites"].items():
-                line |= {f"{suite}.verdict": cell["verdict"], f"{suite}.passed": cell["passed"],
-                         f"{suite}.judged": cell["judged"]}
+                line |= {
+                    f"{suite}.verdict": cell["verdict"],
+                    f"{suite}.passed": cell["passed"],
+                    f"{suite}.judged": cell["judged"],
+                }
                 for axis, spec in group["axes"][suite].items():
                     value = cell.get(axis)
                     if value:
                         base = f"{suite}.{axis}.{spec['metric']}"
-                        line |= {base: value["value"], f"{base}.ci_low": value["ci_low"],
-                                 f"{base}.ci_high": value["ci_high"], f"{base}.n": value["n"]}
+                        line |= {
+                            base: value["value"],
+                            f"{base}.ci_low": value["ci_low"],
+                            f"{base}.ci_high": value["ci_high"],
+                            f"{base}.n": value["n"],
+                        }
                 if suite in group["pareto"] and not row["role"]:
                     line[f"{suite}.pareto"] = row["id"] in group["pareto"][suite]
             writer.writerow(line)

@@ -48,12 +48,16 @@ def merge_reports(reports: list[tuple[str, dict]], *, force: bool = False) -> di
         other_gates, other_data = _signatures(report)
         for key in sorted(set(gates) & set(other_gates)):
             if gates[key] != other_gates[key]:
-                problems.append(f"check {key[0]}.{key[1]} differs between {first_label} and {label}: "
-                                f"{gates[key]} vs {other_gates[key]}")
+                problems.append(
+                    f"check {key[0]}.{key[1]} differs between {first_label} and {label}: "
+                    f"{gates[key]} vs {other_gates[key]}"
+                )
         for suite in sorted(set(data) & set(other_data)):
             if data[suite] != other_data[suite]:
-                problems.append(f"{suite} data fingerprint differs between {first_label} and {label}: "
-                                f"{data[suite]} vs {other_data[suite]}")
+                problems.append(
+                    f"{suite} data fingerprint differs between {first_label} and {label}: "
+                    f"{data[suite]} vs {other_data[suite]}"
+                )
         gates.update(other_gates)
         data.update(other_data)
     for label, report in reports:
@@ -67,20 +71,25 @@ def merge_reports(reports: list[tuple[str, dict]], *, force: bool = False) -> di
         raise ValueError("cannot merge: " + "; ".join(problems) + hint)
 
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    merged = new_report({
-        "id": datetime.now().strftime("%Y%m%d-%H%M%S") + "-merged-" + secrets.token_hex(3),
-        "started_at": min(r["run"].get("started_at", now) for _, r in reports),
-        "finished_at": max(r["run"].get("finished_at") or now for _, r in reports),
-        "command": ["unlearnbench", "merge", *(label for label, _ in reports)],
-        "cache": {k: sum(r["run"].get("cache", {}).get(k, 0) for _, r in reports) for k in ("hits", "misses", "corrupt")},
-        "exit_status": max(int(r["run"].get("exit_status") or 0) for _, r in reports),
-        "anchors": {name: role for _, r in reports for name, role in (r["run"].get("anchors") or {}).items()},
-    })
+    merged = new_report(
+        {
+            "id": datetime.now().strftime("%Y%m%d-%H%M%S") + "-merged-" + secrets.token_hex(3),
+            "started_at": min(r["run"].get("started_at", now) for _, r in reports),
+            "finished_at": max(r["run"].get("finished_at") or now for _, r in reports),
+            "command": ["unlearnbench", "merge", *(label for label, _ in reports)],
+            "cache": {
+                k: sum(r["run"].get("cache", {}).get(k, 0) for _, r in reports) for k in ("hits", "misses", "corrupt")
+            },
+            "exit_status": max(int(r["run"].get("exit_status") or 0) for _, r in reports),
+            "anchors": {name: role for _, r in reports for name, role in (r["run"].get("anchors") or {}).items()},
+        }
+    )
     reference_code = {suite: code for _, r in reports for suite, code in (r["run"].get("reference_code") or {}).items()}
     if reference_code:
         merged["run"]["reference_code"] = reference_code
-    merged["merged_from"] = [{"file": label, "run_id": r["run"].get("id"), "environment": r.get("environment")}
-                             for label, r in reports]
+    merged["merged_from"] = [
+        {"file": label, "run_id": r["run"].get("id"), "environment": r.get("environment")} for label, r in reports
+    ]
     if problems:
         merged["merge_warnings"] = problems
     for _, report in reports:

@@ -60,8 +60,13 @@ from unlearnbench.report.verdicts import assess
 SCHEMA = "unlearnbench.report"
 SCHEMA_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
-SUMMARY_KEYS = {"pass": "passed", "fail": "failed", "skip": "skipped", "inconclusive": "inconclusive",
-                "error": "errors"}
+SUMMARY_KEYS = {
+    "pass": "passed",
+    "fail": "failed",
+    "skip": "skipped",
+    "inconclusive": "inconclusive",
+    "error": "errors",
+}
 
 
 def _version(dist: str) -> str | None:
@@ -108,9 +113,7 @@ def add_record(report: dict, record: dict) -> None:
         return
     checkpoint = report["checkpoints"].setdefault(record["checkpoint"]["name"], {"info": {}, "suites": {}})
     checkpoint["info"].update(record["checkpoint"])
-    suite = checkpoint["suites"].setdefault(
-        record["suite"], {"data": {}, "metrics": {}, "checks": {}, "timings": {}}
-    )
+    suite = checkpoint["suites"].setdefault(record["suite"], {"data": {}, "metrics": {}, "checks": {}, "timings": {}})
     suite["data"].update(record.get("data", {}))
     if record.get("thresholds_file"):
         report["run"].setdefault("thresholds_files", {})[record["suite"]] = record["thresholds_file"]
@@ -165,10 +168,16 @@ def cap_items(metric: dict, limit: int) -> dict:
         return metric
     kept = list(items)[:limit]
     keep = set(kept)
-    details = {k: ({i: v for i, v in d.items() if i in keep} if isinstance(d, dict) and set(d) & set(items) else d)
-               for k, d in (metric.get("details") or {}).items()}
-    return {**metric, "per_item": {i: items[i] for i in kept}, "details": details,
-            "items_capped": {"kept": limit, "of": len(items)}}
+    details = {
+        k: ({i: v for i, v in d.items() if i in keep} if isinstance(d, dict) and set(d) & set(items) else d)
+        for k, d in (metric.get("details") or {}).items()
+    }
+    return {
+        **metric,
+        "per_item": {i: items[i] for i in kept},
+        "details": details,
+        "items_capped": {"kept": limit, "of": len(items)},
+    }
 
 
 def write_report(report: dict, directory: Path) -> Path:
@@ -185,8 +194,9 @@ class ReportFiles(NamedTuple):
     jsonl: Path
 
 
-def write_outputs(report: dict, directory: Path,
-                  extra_figures: Callable[[dict], dict[str, list[str]]] | None = None) -> ReportFiles:
+def write_outputs(
+    report: dict, directory: Path, extra_figures: Callable[[dict], dict[str, list[str]]] | None = None
+) -> ReportFiles:
     """report.json, report.html (with `extra_figures(report)`, suite ->
     figures a conftest.py adds: hookspec.py; asked once the assessment is
     in the report), report.md, results.csv and results.jsonl
@@ -209,9 +219,13 @@ def write_outputs(report: dict, directory: Path,
     report.pop("assessment", None)
     rest = {key: report.pop(key) for key in list(report) if key not in ("schema", "schema_version")}
     report.update({"assessment": assessment, **rest})
-    files = ReportFiles(json=write_report(report, directory), html=directory / "report.html",
-                        markdown=directory / "report.md", csv=directory / "results.csv",
-                        jsonl=directory / "results.jsonl")
+    files = ReportFiles(
+        json=write_report(report, directory),
+        html=directory / "report.html",
+        markdown=directory / "report.md",
+        csv=directory / "results.csv",
+        jsonl=directory / "results.jsonl",
+    )
     summary = markdown(report)
     atomic_write_text(files.html, render(report, extra_figures(report) if extra_figures else None))
     atomic_write_text(files.markdown, summary)
@@ -256,8 +270,10 @@ def load_report(path: Path) -> dict:
     if not isinstance(report, dict) or report.get("schema") != SCHEMA:
         raise ValueError(f"{path}: not an unlearnbench report")
     if report.get("schema_version") not in READABLE_VERSIONS:
-        raise ValueError(f"{path}: report schema version {report.get('schema_version')}, expected one of "
-                         f"{', '.join(map(str, READABLE_VERSIONS))}")
+        raise ValueError(
+            f"{path}: report schema version {report.get('schema_version')}, expected one of "
+            f"{', '.join(map(str, READABLE_VERSIONS))}"
+        )
     report.pop("leaderboard", None)
     report["assessment"] = assess(report)
     return report

@@ -116,9 +116,11 @@ def _e(value) -> str:
 def _page(title: str, body: str, *, depth: int = 0, script: str = SCRIPT) -> str:
     home = "../" * depth + "index.html"
     nav = f'<p class="meta"><a href="{home}">← leaderboard</a></p>' if depth else ""
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
-            f'content="width=device-width, initial-scale=1"><title>{_e(title)}</title><style>{CSS}</style>'
-            f"<script>{script}</script></head><body>{nav}{body}</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+        f'content="width=device-width, initial-scale=1"><title>{_e(title)}</title><style>{CSS}</style>'
+        f"<script>{script}</script></head><body>{nav}{body}</body></html>\n"
+    )
 
 
 # ------------------------------------------------------------------ index
@@ -133,53 +135,72 @@ def _board_table(group: dict) -> str:
         head.append(f'<th title="{_e(suite)}: checks passed / judged">{_e(suite)}<br><small>passed</small></th>')
         for axis, spec in group["axes"][suite].items():
             better = "higher" if spec["higher_is_better"] else "lower"
-            head.append(f'<th title="{_e(suite)} {axis} axis: {_e(spec["metric"])} ({better} is better)">{_e(suite)} '
-                        f'{axis}<br><small>{_e(spec["metric"])} {_arrow(spec)}</small></th>')
+            head.append(
+                f'<th title="{_e(suite)} {axis} axis: {_e(spec["metric"])} ({better} is better)">{_e(suite)} '
+                f"{axis}<br><small>{_e(spec['metric'])} {_arrow(spec)}</small></th>"
+            )
     head.append("<th>runs</th>")
     rows = []
     for row in group["rows"]:
         rank = "" if row["rank"] is None else str(row["rank"])
-        badges = "".join([
-            f'<span class="badge">{_e(row["role"])} model</span>' if row["role"] else "",
-            f'<span class="badge">{_e(row["series"])} step {row["step"]}{", best" if row["best_step"] else ""}</span>'
-            if row["series"] is not None else "",
-            '<span class="badge clash" title="another checkpoint has this name: rows are told apart by '
-            'fingerprint">same name, other weights</span>' if row["name_clash"] else ""])
+        badges = "".join(
+            [
+                f'<span class="badge">{_e(row["role"])} model</span>' if row["role"] else "",
+                f'<span class="badge">{_e(row["series"])} step {row["step"]}{", best" if row["best_step"] else ""}</span>'
+                if row["series"] is not None
+                else "",
+                '<span class="badge clash" title="another checkpoint has this name: rows are told apart by '
+                'fingerprint">same name, other weights</span>'
+                if row["name_clash"]
+                else "",
+            ]
+        )
         rank_cell = rank if row["best_step"] is not False else f"({rank})"
-        cells = [f'<td class="num" data-v="{rank}">{rank_cell or ("ref" if row["role"] else "–")}</td>',
-                 f'<th class="name" title="{_e(row["checkpoint"])}"><a href="checkpoints/{_e(row["id"])}.html">'
-                 f'{_e(row["checkpoint"])}</a>{badges}</th>',
-                 f'<td data-v="{VERDICT_ORDER.get(row["verdict"], 3)}" title="{_e(row["summary"])}">'
-                 f'{pill(row["verdict"])}</td>']
+        cells = [
+            f'<td class="num" data-v="{rank}">{rank_cell or ("ref" if row["role"] else "–")}</td>',
+            f'<th class="name" title="{_e(row["checkpoint"])}"><a href="checkpoints/{_e(row["id"])}.html">'
+            f"{_e(row['checkpoint'])}</a>{badges}</th>",
+            f'<td data-v="{VERDICT_ORDER.get(row["verdict"], 3)}" title="{_e(row["summary"])}">'
+            f"{pill(row['verdict'])}</td>",
+        ]
         for suite in suites:
             cell = row["suites"].get(suite)
             if cell is None:
                 cells.append('<td class="num" data-v="">—</td>' * (1 + len(group["axes"][suite])))
                 continue
             share = cell["passed"] / cell["judged"] if cell["judged"] else -1
-            cells.append(f'<td class="num {cell["verdict"]}" data-v="{share:.6g}">'
-                         f'{cell["passed"]}/{cell["judged"]}</td>')
+            cells.append(
+                f'<td class="num {cell["verdict"]}" data-v="{share:.6g}">{cell["passed"]}/{cell["judged"]}</td>'
+            )
             for axis, spec in group["axes"][suite].items():
                 value = cell.get(axis)
                 if value is None:
                     cells.append('<td class="num" data-v="">—</td>')
                     continue
                 front = not row["role"] and row["id"] in group["pareto"].get(suite, [])
-                ci = (f"95% CI {significant(value['ci_low'], 3)} to {significant(value['ci_high'], 3)}, "
-                      if value["ci_low"] is not None else "")
-                cells.append(f'<td class="num{" front" if front else ""}" data-v="{value["value"]:.9g}" '
-                             f'title="{_e(spec["metric"])} = {significant(value["value"], 4)} ({ci}n = {value["n"]}, '
-                             f'run {_e(cell["run"])}){"; on the Pareto front" if front else ""}">'
-                             f'{"◆ " if front else ""}{significant(value["value"], 3)}</td>')
+                ci = (
+                    f"95% CI {significant(value['ci_low'], 3)} to {significant(value['ci_high'], 3)}, "
+                    if value["ci_low"] is not None
+                    else ""
+                )
+                cells.append(
+                    f'<td class="num{" front" if front else ""}" data-v="{value["value"]:.9g}" '
+                    f'title="{_e(spec["metric"])} = {significant(value["value"], 4)} ({ci}n = {value["n"]}, '
+                    f'run {_e(cell["run"])}){"; on the Pareto front" if front else ""}">'
+                    f"{'◆ ' if front else ''}{significant(value['value'], 3)}</td>"
+                )
         runs = ", ".join(f'<a href="runs/{_e(r)}.html">{_e(r)}</a>' for r in row["runs"])
         cells.append(f"<td>{runs}</td>")
-        rows.append(f'<tr class="{"anchor" if row["role"] else "candidate"}" data-id="{_e(row["id"])}">'
-                    f'{"".join(cells)}</tr>')
+        rows.append(
+            f'<tr class="{"anchor" if row["role"] else "candidate"}" data-id="{_e(row["id"])}">{"".join(cells)}</tr>'
+        )
     table_id = f"board-{group['id']}"
-    return (f'<input class="filter" type="search" placeholder="filter rows (name, method, verdict…)" '
-            f'aria-label="filter the leaderboard" data-table="{table_id}" oninput="filterBoard(this)">'
-            f'<div class="scroll board-box"><table class="board" id="{table_id}"><thead><tr>{"".join(head)}</tr>'
-            f"</thead><tbody>{''.join(rows)}</tbody></table></div>")
+    return (
+        f'<input class="filter" type="search" placeholder="filter rows (name, method, verdict…)" '
+        f'aria-label="filter the leaderboard" data-table="{table_id}" oninput="filterBoard(this)">'
+        f'<div class="scroll board-box"><table class="board" id="{table_id}"><thead><tr>{"".join(head)}</tr>'
+        f"</thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def _scatters(group: dict) -> str:
@@ -188,10 +209,18 @@ def _scatters(group: dict) -> str:
         axes = group["axes"][suite]
         if set(axes) != set(leaderboard.AXES):
             continue
-        points = [{"id": r["id"], "label": r["checkpoint"], "x": r["suites"][suite]["utility"]["value"],
-                   "y": r["suites"][suite]["forget"]["value"], "method": r["method"], "role": r["role"]}
-                  for r in group["rows"] if r["suites"].get(suite, {}).get("forget")
-                  and r["suites"][suite].get("utility")]
+        points = [
+            {
+                "id": r["id"],
+                "label": r["checkpoint"],
+                "x": r["suites"][suite]["utility"]["value"],
+                "y": r["suites"][suite]["forget"]["value"],
+                "method": r["method"],
+                "role": r["role"],
+            }
+            for r in group["rows"]
+            if r["suites"].get(suite, {}).get("forget") and r["suites"][suite].get("utility")
+        ]
         if not points:
             continue
         paths: dict[str, list[tuple[int, str]]] = {}
@@ -201,14 +230,24 @@ def _scatters(group: dict) -> str:
                 paths.setdefault(r["series"], []).append((r["step"], r["id"]))
         front = group["pareto"].get(suite, [])
         names = {r["id"]: r["checkpoint"] for r in group["rows"]}
-        caption = (f"{suite}: one point per checkpoint. Pareto front (no other candidate is at least as good on both "
-                   f"axes and better on one): {', '.join(names[i] for i in front) or 'none'}.")
-        figure = tradeoff(f"{suite}: forget vs utility", points, xlabel=f"utility: {axes['utility']['metric']}",
-                          ylabel=f"forget: {axes['forget']['metric']}", x_higher=axes["utility"]["higher_is_better"],
-                          y_higher=axes["forget"]["higher_is_better"], front=front,
-                          paths={s: [i for _, i in sorted(steps)] for s, steps in paths.items()},
-                          kind=f"tradeoff-{suite}", caption=caption, x_log=axes["utility"].get("log", False),
-                          y_log=axes["forget"].get("log", False))
+        caption = (
+            f"{suite}: one point per checkpoint. Pareto front (no other candidate is at least as good on both "
+            f"axes and better on one): {', '.join(names[i] for i in front) or 'none'}."
+        )
+        figure = tradeoff(
+            f"{suite}: forget vs utility",
+            points,
+            xlabel=f"utility: {axes['utility']['metric']}",
+            ylabel=f"forget: {axes['forget']['metric']}",
+            x_higher=axes["utility"]["higher_is_better"],
+            y_higher=axes["forget"]["higher_is_better"],
+            front=front,
+            paths={s: [i for _, i in sorted(steps)] for s, steps in paths.items()},
+            kind=f"tradeoff-{suite}",
+            caption=caption,
+            x_log=axes["utility"].get("log", False),
+            y_log=axes["forget"].get("log", False),
+        )
         figures.append(figure.replace("</figure>", '<p class="tip" aria-live="polite"></p></figure>'))
     return f'<div class="plots">{"".join(figures)}</div>' if figures else ""
 
@@ -219,8 +258,10 @@ def _lead(board: dict) -> str:
     ranked = [r for r in group["rows"] if r["rank"] is not None and r["best_step"] is not False]
     candidates = sum(not r["role"] for r in group["rows"])
     if not ranked:
-        return (f'<p class="lead" id="lead">No checkpoint could be ranked: of {candidates} candidates, none ran the '
-                "checks the others ran.</p>")
+        return (
+            f'<p class="lead" id="lead">No checkpoint could be ranked: of {candidates} candidates, none ran the '
+            "checks the others ran.</p>"
+        )
     top, shared = ranked[0], len(group["shared_checks"])
     r = top["ranking"]
     passing = sum(x["verdict"] == "pass" for x in ranked)
@@ -228,57 +269,79 @@ def _lead(board: dict) -> str:
     if top["verdict"] == "pass":
         gate = f"It passes the gate ({r['passed']} of {shared} shared checks passed, none failed)"
     else:
-        gate = (f"{'No' if not passing else 'Only ' + str(passing)} of the {len(ranked)} ranked candidates "
-                f"pass{'es' if passing == 1 else ''} the gate; it is {top['verdict'].upper()} "
-                f"({r['passed']} of {shared} shared checks passed)")
+        gate = (
+            f"{'No' if not passing else 'Only ' + str(passing)} of the {len(ranked)} ranked candidates "
+            f"pass{'es' if passing == 1 else ''} the gate; it is {top['verdict'].upper()} "
+            f"({r['passed']} of {shared} shared checks passed)"
+        )
     kept = {"kept": "keeps utility", "cost": "pays some utility", "collapsed": "has lost its utility"}[r["utility"]]
-    why = (f"{gate}, {kept} ({r['utility_failed']} of {r['utility_checks']} utility checks failed) and shows "
-           f"{'the most ' if len(ranked) > 1 else ''}forgetting ({r['forget_passed']} forget checks passed, "
-           f"{r['forget_failed']} failed).")
+    why = (
+        f"{gate}, {kept} ({r['utility_failed']} of {r['utility_checks']} utility checks failed) and shows "
+        f"{'the most ' if len(ranked) > 1 else ''}forgetting ({r['forget_passed']} forget checks passed, "
+        f"{r['forget_failed']} failed)."
+    )
     others = [suite for group in board["groups"][1:] for suite in group["differs"]]
-    apart = (f" Results evaluated under another setting ({', '.join(others)}) are ranked apart below." if others
-             else "")
-    return (f'<p class="lead" id="lead"><b>Top row: <a href="checkpoints/{_e(top["id"])}.html">{_e(name)}</a></b> '
-            f"{pill(top['verdict'])}, first of {len(ranked)} ranked. {_e(why)}{apart}</p>")
+    apart = f" Results evaluated under another setting ({', '.join(others)}) are ranked apart below." if others else ""
+    return (
+        f'<p class="lead" id="lead"><b>Top row: <a href="checkpoints/{_e(top["id"])}.html">{_e(name)}</a></b> '
+        f"{pill(top['verdict'])}, first of {len(ranked)} ranked. {_e(why)}{apart}</p>"
+    )
 
 
 def _settings_text(group: dict) -> str:
     parts = []
     for suite, s in group["settings"].items():
         version = f"v{s['suite_version']}" if s["suite_version"] is not None else "version not recorded"
-        parts.append(f"<li><b>{_e(suite)}</b>: data <code>{_e(s['data'])}</code> ({_e(s['data_source'])}), {version}, "
-                     f"{len(s['gate'])} checks</li>")
-    return f'<details><summary>What this group was evaluated on</summary><ul>{"".join(parts)}</ul></details>'
+        parts.append(
+            f"<li><b>{_e(suite)}</b>: data <code>{_e(s['data'])}</code> ({_e(s['data_source'])}), {version}, "
+            f"{len(s['gate'])} checks</li>"
+        )
+    return f"<details><summary>What this group was evaluated on</summary><ul>{''.join(parts)}</ul></details>"
 
 
 def _index(board: dict, notes: list[leaderboard.Note], built: str) -> str:
     checkpoints = len({r["id"] for g in board["groups"] for r in g["rows"]})
-    parts = [f"<h1>Unlearning leaderboard</h1><p class=\"meta\">{checkpoints} checkpoints from {len(board['runs'])} "
-             f"runs · built {_e(built)} by unlearnbench · <a href=\"leaderboard.csv\">leaderboard.csv</a> · "
-             f'<a href="leaderboard.json">leaderboard.json</a></p>', _lead(board)]
+    parts = [
+        f'<h1>Unlearning leaderboard</h1><p class="meta">{checkpoints} checkpoints from {len(board["runs"])} '
+        f'runs · built {_e(built)} by unlearnbench · <a href="leaderboard.csv">leaderboard.csv</a> · '
+        f'<a href="leaderboard.json">leaderboard.json</a></p>',
+        _lead(board),
+    ]
     problems = [n for n in notes if n.problem]
     if problems:
-        parts.append('<div class="warn" id="problems"><b>Not read as given:</b><ul>'
-                     + "".join(f"<li>{_e(n)}</li>" for n in problems) + "</ul></div>")
+        parts.append(
+            '<div class="warn" id="problems"><b>Not read as given:</b><ul>'
+            + "".join(f"<li>{_e(n)}</li>" for n in problems)
+            + "</ul></div>"
+        )
     for group in board["groups"]:
         parts.append(f'<section id="{group["id"]}"><h2>{_e(group["title"])}</h2>')
         for suite, differs in group["differs"].items():
-            parts.append(f'<div class="differs">These {_e(suite)} results are ranked apart from the main comparison: '
-                         f"they were evaluated differently. {_e('; '.join(differs))}.</div>")
+            parts.append(
+                f'<div class="differs">These {_e(suite)} results are ranked apart from the main comparison: '
+                f"they were evaluated differently. {_e('; '.join(differs))}.</div>"
+            )
         parts.append(_settings_text(group))
         parts.append(_board_table(group))
-        parts.append(f'<p class="note">{_e(group["rule"])} Per benchmark: checks passed / judged, then its forget and '
-                     "utility values (↑ higher is better, ↓ lower); ◆ marks the Pareto front. Click a column to "
-                     "sort; reference models are anchor rows, never ranked.</p>")
+        parts.append(
+            f'<p class="note">{_e(group["rule"])} Per benchmark: checks passed / judged, then its forget and '
+            "utility values (↑ higher is better, ↓ lower); ◆ marks the Pareto front. Click a column to "
+            "sort; reference models are anchor rows, never ranked.</p>"
+        )
         scatters = _scatters(group)
         if scatters:
             parts.append(f"<h3>Trade-off per benchmark</h3>{scatters}")
         parts.append("</section>")
-    runs = "".join(f'<tr><td><a href="runs/{_e(r["id"])}.html">{_e(r["id"])}</a></td><td>{_e(r["started_at"] or "")}'
-                   f'</td><td>{len(r["checkpoints"])}</td><td>{_e(r["schema_version"])}</td>'
-                   f'<td><code>{_e(r["file"])}</code></td></tr>' for r in board["runs"])
-    parts.append(f'<h2 id="runs">Runs</h2><div class="scroll"><table><thead><tr><th>run</th><th>started</th>'
-                 f"<th>checkpoints</th><th>schema</th><th>report</th></tr></thead><tbody>{runs}</tbody></table></div>")
+    runs = "".join(
+        f'<tr><td><a href="runs/{_e(r["id"])}.html">{_e(r["id"])}</a></td><td>{_e(r["started_at"] or "")}'
+        f"</td><td>{len(r['checkpoints'])}</td><td>{_e(r['schema_version'])}</td>"
+        f"<td><code>{_e(r['file'])}</code></td></tr>"
+        for r in board["runs"]
+    )
+    parts.append(
+        f'<h2 id="runs">Runs</h2><div class="scroll"><table><thead><tr><th>run</th><th>started</th>'
+        f"<th>checkpoints</th><th>schema</th><th>report</th></tr></thead><tbody>{runs}</tbody></table></div>"
+    )
     parts += [f'<p class="meta">{_e(n)}</p>' for n in notes if not n.problem]
     return _page("Unlearning leaderboard", "".join(parts))
 
@@ -287,20 +350,31 @@ def _index(board: dict, notes: list[leaderboard.Note], built: str) -> str:
 def _checkpoint_head(key_rows: list[tuple[dict, dict]]) -> str:
     """A checkpoint page's top: who it is, and its place in every group it is in."""
     row = key_rows[0][1]
-    facts = [("fingerprint", f"<code>{_e(row['fingerprint'])}</code>"),
-             ("names in reports", _e(", ".join(row["names"]))), ("source", f"<code>{_e(row['source'])}</code>"),
-             ("method", _e(row["method"]))]
+    facts = [
+        ("fingerprint", f"<code>{_e(row['fingerprint'])}</code>"),
+        ("names in reports", _e(", ".join(row["names"]))),
+        ("source", f"<code>{_e(row['source'])}</code>"),
+        ("method", _e(row["method"])),
+    ]
     if row["role"]:
         facts.append(("reference", f"{_e(row['role'])} model (an anchor, never ranked)"))
     if row["series"] is not None:
         facts.append(("training run", f"{_e(row['series'])}, step {row['step']}"))
     for group, r in key_rows:
         rank = f"rank {r['rank']}" if r["rank"] is not None else (r["not_ranked"] or "not ranked")
-        facts.append((f"leaderboard ({group['id']})",
-                      f'{pill(r["verdict"])} {_e(rank)} · <a href="../index.html#{_e(group["id"])}">'
-                      f"{_e(group['title'])}</a> · {_e(r['summary'])}"))
-    return (f"<h1>{_e(row['checkpoint'])}</h1>"
-            + '<dl class="kv">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>")
+        facts.append(
+            (
+                f"leaderboard ({group['id']})",
+                f'{pill(r["verdict"])} {_e(rank)} · <a href="../index.html#{_e(group["id"])}">'
+                f"{_e(group['title'])}</a> · {_e(r['summary'])}",
+            )
+        )
+    return (
+        f"<h1>{_e(row['checkpoint'])}</h1>"
+        + '<dl class="kv">'
+        + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
+        + "</dl>"
+    )
 
 
 def _run_section(run: leaderboard.Run, name: str, checkpoint: dict, retain: dict, copied: bool) -> str:
@@ -308,10 +382,12 @@ def _run_section(run: leaderboard.Run, name: str, checkpoint: dict, retain: dict
     the run's own report, and its items beside the retain model's (`retain`: the retain model's checkpoint
     entry, or {}), packed as the report packs them."""
     original = f"../runs/{run.id}/report.html" if copied else None
-    parts = [f'<h2 id="run-{_e(run.id)}-{_e(checkpoint_anchor(name))}">Run <a href="../runs/{_e(run.id)}.html">'
-             f"{_e(run.id)}</a> <small>as {_e(name)}</small></h2><p class=\"meta\">started {_e(run.started)}"
-             + (f' · <a href="{_e(original)}#{_e(checkpoint_anchor(name))}">its report</a>' if original else "")
-             + "</p>"]
+    parts = [
+        f'<h2 id="run-{_e(run.id)}-{_e(checkpoint_anchor(name))}">Run <a href="../runs/{_e(run.id)}.html">'
+        f'{_e(run.id)}</a> <small>as {_e(name)}</small></h2><p class="meta">started {_e(run.started)}'
+        + (f' · <a href="{_e(original)}#{_e(checkpoint_anchor(name))}">its report</a>' if original else "")
+        + "</p>"
+    ]
     if checkpoint.get("lost"):
         parts.append(f'<p class="warn">Lost in this run: {_e(checkpoint["lost"]["reason"])}</p>')
     lines, drills, tables = [], [], []
@@ -319,29 +395,49 @@ def _run_section(run: leaderboard.Run, name: str, checkpoint: dict, retain: dict
         for check, v in result.get("checks", {}).items():
             metric = (result.get("metrics") or {}).get(v.get("metric") or "", {})
             ci = v.get("ci") or [None, None]
-            link = (f'<a href="{_e(original)}#{_e(check_anchor(name, suite, check))}">{_e(check)}</a>' if original
-                    else _e(check))
-            lines.append(f"<tr><td>{_e(suite)}</td><td>{link}</td><td>{_e(v.get('metric', ''))}</td>"
-                         f"<td>{significant(v.get('value'))}</td><td>{significant(ci[0])} to {significant(ci[1])}</td>"
-                         f"<td>{_e(metric.get('n', v.get('n', '')) if isinstance(metric, dict) else '')}</td>"
-                         f"<td>{_e(bound_label(v))}</td><td>{pill(v.get('outcome', 'error'))}</td>"
-                         f"<td class=\"text\">{_e(decision_text(v) or v.get('reason', ''))}</td></tr>")
-            items = item_list(v["metric"], per_item_source(suite, v["metric"]), result, v,
-                              retain.get("suites", {}).get(suite), tables) if v.get("metric") else ""
+            link = (
+                f'<a href="{_e(original)}#{_e(check_anchor(name, suite, check))}">{_e(check)}</a>'
+                if original
+                else _e(check)
+            )
+            lines.append(
+                f"<tr><td>{_e(suite)}</td><td>{link}</td><td>{_e(v.get('metric', ''))}</td>"
+                f"<td>{significant(v.get('value'))}</td><td>{significant(ci[0])} to {significant(ci[1])}</td>"
+                f"<td>{_e(metric.get('n', v.get('n', '')) if isinstance(metric, dict) else '')}</td>"
+                f"<td>{_e(bound_label(v))}</td><td>{pill(v.get('outcome', 'error'))}</td>"
+                f'<td class="text">{_e(decision_text(v) or v.get("reason", ""))}</td></tr>'
+            )
+            items = (
+                item_list(
+                    v["metric"],
+                    per_item_source(suite, v["metric"]),
+                    result,
+                    v,
+                    retain.get("suites", {}).get(suite),
+                    tables,
+                )
+                if v.get("metric")
+                else ""
+            )
             if items:
                 drills.append(f"<h4>{_e(suite)} · {_e(check)}</h4>{items}")
-    parts.append('<div class="scroll"><table><thead><tr><th>suite</th><th>check</th><th>metric</th><th>value</th>'
-                 "<th>95% CI</th><th>n</th><th>must be</th><th>verdict</th><th>decided on</th></tr></thead>"
-                 f"<tbody>{''.join(lines)}</tbody></table></div>")
+    parts.append(
+        '<div class="scroll"><table><thead><tr><th>suite</th><th>check</th><th>metric</th><th>value</th>'
+        "<th>95% CI</th><th>n</th><th>must be</th><th>verdict</th><th>decided on</th></tr></thead>"
+        f"<tbody>{''.join(lines)}</tbody></table></div>"
+    )
     if drills:  # unpacked when a list is first opened
-        parts.append(f'<details class="cp" open id="items-{_e(run.id)}-{_e(checkpoint_anchor(name))}"><summary>Items: '
-                     "what the report holds of each check's items (the checkpoint's generations beside the retain "
-                     f"model's)</summary>{''.join(drills)}{packed_tables(tables)}</details>")
+        parts.append(
+            f'<details class="cp" open id="items-{_e(run.id)}-{_e(checkpoint_anchor(name))}"><summary>Items: '
+            "what the report holds of each check's items (the checkpoint's generations beside the retain "
+            f"model's)</summary>{''.join(drills)}{packed_tables(tables)}</details>"
+        )
     return "".join(parts)
 
 
-def _write_checkpoint_pages(board: dict, runs: list[leaderboard.Run], copied: set[str], output: Path,
-                            notes: list[leaderboard.Note]) -> None:
+def _write_checkpoint_pages(
+    board: dict, runs: list[leaderboard.Run], copied: set[str], output: Path, notes: list[leaderboard.Note]
+) -> None:
     """checkpoints/<id>.html. The reports' items are read again one run at a time (the board holds none), each
     checkpoint's sections appended to a part file in run order, so that memory holds one report at most."""
     pages: dict[str, list[tuple[dict, dict]]] = {}
@@ -354,8 +450,13 @@ def _write_checkpoint_pages(board: dict, runs: list[leaderboard.Run], copied: se
         for run in runs:
             data = run.file.read_bytes() if run.file.is_file() else b""
             if leaderboard.digest(data) != run.digest:  # read and validated before, unless changed since
-                notes.append(leaderboard.Note(run.file, f"{run.file} changed while the site was built: its "
-                                                        "checkpoints' pages show no checks from it", problem=True))
+                notes.append(
+                    leaderboard.Note(
+                        run.file,
+                        f"{run.file} changed while the site was built: its checkpoints' pages show no checks from it",
+                        problem=True,
+                    )
+                )
                 continue
             report = json.loads(data)
             retain_name = next((n for n, role in anchors(report).items() if role == "retain"), None)
@@ -368,9 +469,10 @@ def _write_checkpoint_pages(board: dict, runs: list[leaderboard.Run], copied: se
         for page, key_rows in pages.items():
             part = Path(parts) / f"{page}.part"
             body = _checkpoint_head(key_rows) + (part.read_text(encoding="utf-8") if part.exists() else "")
-            atomic_write_text(output / "checkpoints" / f"{page}.html",
-                              _page(f"{key_rows[0][1]['checkpoint']} · unlearnbench leaderboard", body, depth=1,
-                                    script=ITEM_SCRIPT))
+            atomic_write_text(
+                output / "checkpoints" / f"{page}.html",
+                _page(f"{key_rows[0][1]['checkpoint']} · unlearnbench leaderboard", body, depth=1, script=ITEM_SCRIPT),
+            )
 
 
 # ------------------------------------------------------------------ run pages
@@ -379,18 +481,36 @@ def _run_page(run: leaderboard.Run, copied: bool, rows_of: dict[str, dict]) -> s
     info, env = report["run"], report.get("environment") or {}
     command = " ".join(info["command"]) if isinstance(info.get("command"), list) else info.get("command", "")
     decision = info.get("decision") or {}
-    facts = [("report", f"<code>{_e(run.file)}</code>" + (' · <a href="' + _e(run.id) + '/report.html">its HTML '
-                                                           "report</a>" if copied else " (no report.html beside it)")),
-             ("schema version", _e(report.get("schema_version"))),
-             ("started / finished", f"{_e(info.get('started_at', ''))} / {_e(info.get('finished_at', ''))}"),
-             ("duration", f"{significant(info.get('duration_s'), 3)} s"), ("command", f"<code>{_e(command)}</code>"),
-             ("working folder", f"<code>{_e(info.get('cwd', ''))}</code>"), ("seed", _e(info.get("seed", ""))),
-             ("decision rule", _e(decision.get("text") or ("strict CI" if info.get("strict_ci") else
-                                                            "not recorded (older report)"))),
-             ("exit status", _e(info.get("exit_status", "")))]
+    facts = [
+        (
+            "report",
+            f"<code>{_e(run.file)}</code>"
+            + (
+                ' · <a href="' + _e(run.id) + '/report.html">its HTML report</a>'
+                if copied
+                else " (no report.html beside it)"
+            ),
+        ),
+        ("schema version", _e(report.get("schema_version"))),
+        ("started / finished", f"{_e(info.get('started_at', ''))} / {_e(info.get('finished_at', ''))}"),
+        ("duration", f"{significant(info.get('duration_s'), 3)} s"),
+        ("command", f"<code>{_e(command)}</code>"),
+        ("working folder", f"<code>{_e(info.get('cwd', ''))}</code>"),
+        ("seed", _e(info.get("seed", ""))),
+        (
+            "decision rule",
+            _e(decision.get("text") or ("strict CI" if info.get("strict_ci") else "not recorded (older report)")),
+        ),
+        ("exit status", _e(info.get("exit_status", ""))),
+    ]
     facts += [(f"environment: {k}", _e(v)) for k, v in env.items()]
-    loaded = sorted({f"{info.get('device_name') or info.get('device')}, {info.get('dtype')}"
-                     for c in report["checkpoints"].values() if (info := c.get("info") or {}).get("dtype")})
+    loaded = sorted(
+        {
+            f"{info.get('device_name') or info.get('device')}, {info.get('dtype')}"
+            for c in report["checkpoints"].values()
+            if (info := c.get("info") or {}).get("dtype")
+        }
+    )
     if loaded:
         facts.append(("device, dtype (as loaded)", _e("; ".join(loaded))))
     if report.get("merged_from"):
@@ -401,18 +521,24 @@ def _run_page(run: leaderboard.Run, copied: bool, rows_of: dict[str, dict]) -> s
     for checkpoint in report["checkpoints"].values():
         for suite, result in checkpoint.get("suites", {}).items():
             data.setdefault(suite, result.get("data") or {})
-    data_rows = "".join(f"<tr><td>{_e(s)}</td><td><code>{_e(d.get('fingerprint', ''))}</code></td>"
-                        f"<td>{_e(d.get('suite_version', 'not recorded'))}</td><td><code>{_e(d.get('source', ''))}"
-                        f"</code></td><td><code>{_e((info.get('thresholds_files') or {}).get(s, ''))}</code></td></tr>"
-                        for s, d in data.items())
+    data_rows = "".join(
+        f"<tr><td>{_e(s)}</td><td><code>{_e(d.get('fingerprint', ''))}</code></td>"
+        f"<td>{_e(d.get('suite_version', 'not recorded'))}</td><td><code>{_e(d.get('source', ''))}"
+        f"</code></td><td><code>{_e((info.get('thresholds_files') or {}).get(s, ''))}</code></td></tr>"
+        for s, d in data.items()
+    )
     verdicts = report["assessment"]["verdicts"]
-    cps = "".join(f"<li>{_row_link(run.id, name, c, rows_of)} {pill(verdicts[name]['verdict'])} "
-                  f"<small>{_e(verdicts[name]['summary'])}</small></li>" for name, c in report["checkpoints"].items())
-    body = (f"<h1>Run {_e(run.id)}</h1><dl class=\"kv\">"
-            + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"
-            f"<h2>Data and gates</h2><div class=\"scroll\"><table><thead><tr><th>suite</th><th>data fingerprint</th>"
-            f"<th>suite version</th><th>data</th><th>gate</th></tr></thead><tbody>{data_rows}</tbody></table></div>"
-            f"<h2>Checkpoints</h2><ul>{cps}</ul>")
+    cps = "".join(
+        f"<li>{_row_link(run.id, name, c, rows_of)} {pill(verdicts[name]['verdict'])} "
+        f"<small>{_e(verdicts[name]['summary'])}</small></li>"
+        for name, c in report["checkpoints"].items()
+    )
+    body = (
+        f'<h1>Run {_e(run.id)}</h1><dl class="kv">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"
+        f'<h2>Data and gates</h2><div class="scroll"><table><thead><tr><th>suite</th><th>data fingerprint</th>'
+        f"<th>suite version</th><th>data</th><th>gate</th></tr></thead><tbody>{data_rows}</tbody></table></div>"
+        f"<h2>Checkpoints</h2><ul>{cps}</ul>"
+    )
     return _page(f"run {run.id} · unlearnbench leaderboard", body, depth=1)
 
 
@@ -444,8 +570,9 @@ def build_site(inputs: list[Path], output: Path) -> tuple[dict, list[leaderboard
     _write_checkpoint_pages(board, runs, copied, output, notes)
     for run in runs:
         atomic_write_text(output / "runs" / f"{run.id}.html", _run_page(run, run.id in copied, rows_of))
-    atomic_write_text(output / "leaderboard.json",
-                      leaderboard.to_json(board | {"built_at": built, "notes": [n.text for n in notes]}))
+    atomic_write_text(
+        output / "leaderboard.json", leaderboard.to_json(board | {"built_at": built, "notes": [n.text for n in notes]})
+    )
     atomic_write_text(output / "leaderboard.csv", leaderboard.to_csv(board))
     atomic_write_text(output / "index.html", _index(board, notes, built))
     return board, notes

@@ -17,13 +17,52 @@ OPS = {"at_least": ">=", "at_most": "<="}
 SYMBOLS = {"at_least": "≥", "at_most": "≤"}  # the same, for the HTML page
 NOT_PASSING = ("fail", "error", "inconclusive")
 # The decision fields of a judged row (docs/verdicts.md), as the verdict holds them.
-DECISION_FIELDS = ("difference", "difference_ci_low", "difference_ci_high", "reference_value", "reference_ci_low",
-                   "reference_ci_high", "kind", "interval", "clusters", "n_effective", "p_value", "p_below",
-                   "p_adjusted", "decided_by", "code", "lean", "mde", "n_needed", "rule", "alpha", "power",
-                   "correction")
-FLAT_FIELDS = ("checkpoint", "series", "step", "role", "checkpoint_verdict", "suite", "metric", "value", "ci_low", "ci_high",
-               "ci_half_width", "n", "check", "axis", "direction", "bound", "outcome", "retain_fails_too",
-               *DECISION_FIELDS, "reason")
+DECISION_FIELDS = (
+    "difference",
+    "difference_ci_low",
+    "difference_ci_high",
+    "reference_value",
+    "reference_ci_low",
+    "reference_ci_high",
+    "kind",
+    "interval",
+    "clusters",
+    "n_effective",
+    "p_value",
+    "p_below",
+    "p_adjusted",
+    "decided_by",
+    "code",
+    "lean",
+    "mde",
+    "n_needed",
+    "rule",
+    "alpha",
+    "power",
+    "correction",
+)
+FLAT_FIELDS = (
+    "checkpoint",
+    "series",
+    "step",
+    "role",
+    "checkpoint_verdict",
+    "suite",
+    "metric",
+    "value",
+    "ci_low",
+    "ci_high",
+    "ci_half_width",
+    "n",
+    "check",
+    "axis",
+    "direction",
+    "bound",
+    "outcome",
+    "retain_fails_too",
+    *DECISION_FIELDS,
+    "reason",
+)
 
 
 def significant(value, digits: int = 4) -> str:
@@ -45,8 +84,11 @@ def value_text(verdict: dict, n=None) -> str:
     hw = half_width(ci)
     spread = ""
     if hw:
-        spread = (f" [{significant(ci[0], 2)}, {significant(ci[1], 2)}]" if value in (ci[0], ci[1])
-                  else f" ± {significant(hw, 2)}")
+        spread = (
+            f" [{significant(ci[0], 2)}, {significant(ci[1], 2)}]"
+            if value in (ci[0], ci[1])
+            else f" ± {significant(hw, 2)}"
+        )
     return f"{significant(value)}{spread}" + (f" (n={n})" if n is not None else "")
 
 
@@ -86,12 +128,15 @@ def check_lines(report: dict, *, everything: bool = False, checkpoints=None, sui
                     continue
                 shown += 1
                 flag = "retain fails this too" if f"{suite}.{check}" in verdict["retain_fails_too"] else ""
-                rows.append((v["outcome"].upper(), f"{suite}.{check}", value_text(v, _n(cp, suite, v)),
-                             bound_text(v), flag))
+                rows.append(
+                    (v["outcome"].upper(), f"{suite}.{check}", value_text(v, _n(cp, suite, v)), bound_text(v), flag)
+                )
                 if v["outcome"] in ("inconclusive", "error"):
                     reason = v.get("reason", "")
                     said = f"{v['outcome']}: "  # an inconclusive verdict's reason already starts so
-                    why.append(f"      {suite}.{check} {said}{reason[len(said):] if reason.startswith(said) else reason}")
+                    why.append(
+                        f"      {suite}.{check} {said}{reason[len(said) :] if reason.startswith(said) else reason}"
+                    )
         role = f" [{verdict['role']} model: reference, not ranked]" if verdict["role"] else ""
         lines.append(f"{name}{role}: {verdict['summary']}")
         if shown:
@@ -116,14 +161,41 @@ def ranking_lines(report: dict) -> list[str]:
     rows = [("rank", "checkpoint", "verdict", "utility failed", "forget (decided)", "passed", "margin")]
     for r in board["rows"]:
         name = f"{r['series']} (series, best: step {r['step']})" if r.get("series") else r["checkpoint"]
-        rows.append((str(r["rank"]), name, r["verdict"].upper(), utility_text(r), forget_text(r),
-                     f"{r['passed']}/{len(board['shared_checks'])}", "" if r["margin"] is None else f"{r['margin']:+.3f}"))
+        rows.append(
+            (
+                str(r["rank"]),
+                name,
+                r["verdict"].upper(),
+                utility_text(r),
+                forget_text(r),
+                f"{r['passed']}/{len(board['shared_checks'])}",
+                "" if r["margin"] is None else f"{r['margin']:+.3f}",
+            )
+        )
     for r in board["unranked"]:
-        rows.append(("-", r["checkpoint"], verdicts[r["checkpoint"]]["verdict"].upper(), "", "", "",
-                     f"not ranked: {r['reason']}"))
+        rows.append(
+            (
+                "-",
+                r["checkpoint"],
+                verdicts[r["checkpoint"]]["verdict"].upper(),
+                "",
+                "",
+                "",
+                f"not ranked: {r['reason']}",
+            )
+        )
     for r in board["anchors"]:
-        rows.append(("ref", r["checkpoint"], verdicts[r["checkpoint"]]["verdict"].upper(), "", "", "",
-                     f"{r['role']} model (anchor)"))
+        rows.append(
+            (
+                "ref",
+                r["checkpoint"],
+                verdicts[r["checkpoint"]]["verdict"].upper(),
+                "",
+                "",
+                "",
+                f"{r['role']} model (anchor)",
+            )
+        )
     return _table(rows) + series_lines(report)
 
 
@@ -134,11 +206,22 @@ def series_lines(report: dict) -> list[str]:
     for series, steps in (board.get("series") or {}).items():
         best = next(r for r in board["rows"] if r.get("series") == series)
         first = best.get("first_pass_step")
-        lines += ["", f"series {series}: {len(steps)} steps, best step {best['step']} (rank {best['rank']}); "
-                      + (f"the gate first passes at step {first}" if first is not None else "no step passes the gate")]
+        lines += [
+            "",
+            f"series {series}: {len(steps)} steps, best step {best['step']} (rank {best['rank']}); "
+            + (f"the gate first passes at step {first}" if first is not None else "no step passes the gate"),
+        ]
         rows = [("step", "checkpoint", "verdict", "forget passed", "utility failed")]
-        rows += [(str(r["step"]), r["checkpoint"], r["verdict"].upper(), f"{r['forget_passed']}/{r['forget_checks']}",
-                  utility_text(r)) for r in steps]
+        rows += [
+            (
+                str(r["step"]),
+                r["checkpoint"],
+                r["verdict"].upper(),
+                f"{r['forget_passed']}/{r['forget_checks']}",
+                utility_text(r),
+            )
+            for r in steps
+        ]
         lines += _table(rows, "  ")
     return lines
 
@@ -148,8 +231,10 @@ def attention_lines(report: dict) -> list[str]:
     lines = []
     for name, checkpoint in report["checkpoints"].items():
         if checkpoint.get("lost"):
-            lines.append(f"checkpoint {name} lost: {checkpoint['lost']['reason']} "
-                         f"({len(checkpoint['lost']['tests'])} tests not judged)")
+            lines.append(
+                f"checkpoint {name} lost: {checkpoint['lost']['reason']} "
+                f"({len(checkpoint['lost']['tests'])} tests not judged)"
+            )
     for dropped in report.get("non_finite", []):
         lines.append(f"non-finite value written as null: {dropped['path']} was {dropped['was']}")
     return lines
@@ -172,12 +257,18 @@ def evidence_line(report: dict) -> str:
     decision = report["run"].get("decision") or {}
     rule = f"Rule: {decision['text']}. " if decision.get("text") else ""
     weak = sorted(k for k, p in (report["run"].get("preflight") or {}).items() if p.get("underpowered"))
-    preflight = (f" Preflight: {len(weak)} checks cannot tell their margin at their n ({', '.join(weak[:4])}"
-                 f"{', ...' if len(weak) > 4 else ''}; run.preflight in report.json)." if weak else "")
-    return (f"{rule}{counts['pass'] + counts['fail']} of {judged} verdicts decided ({counts['pass']} pass, "
-            f"{counts['fail']} fail); {counts['underpowered']} underpowered (each names the items that would decide "
-            f"it), {counts['no interval']} with no interval to decide by (zero width or none), "
-            f"{counts['inconclusive']} inconclusive for another reason.{preflight}")
+    preflight = (
+        f" Preflight: {len(weak)} checks cannot tell their margin at their n ({', '.join(weak[:4])}"
+        f"{', ...' if len(weak) > 4 else ''}; run.preflight in report.json)."
+        if weak
+        else ""
+    )
+    return (
+        f"{rule}{counts['pass'] + counts['fail']} of {judged} verdicts decided ({counts['pass']} pass, "
+        f"{counts['fail']} fail); {counts['underpowered']} underpowered (each names the items that would decide "
+        f"it), {counts['no interval']} with no interval to decide by (zero width or none), "
+        f"{counts['inconclusive']} inconclusive for another reason.{preflight}"
+    )
 
 
 def suite_notes(report: dict) -> list[str]:
@@ -185,16 +276,23 @@ def suite_notes(report: dict) -> list[str]:
     from unlearnbench.report.view import suite_views
     from unlearnbench.suites import SUITES
 
-    return [line for suite, view in suite_views(report).items()
-            if suite in SUITES and SUITES[suite].notes for line in SUITES[suite].notes(view)]
+    return [
+        line
+        for suite, view in suite_views(report).items()
+        if suite in SUITES and SUITES[suite].notes
+        for line in SUITES[suite].notes(view)
+    ]
 
 
 def verdict_lines(report: dict) -> list[str]:
     """The answer: one line per checkpoint, in display order."""
     a = report["assessment"]
     width = max((len(n) for n in a["order"]), default=0)
-    return [f"{name.ljust(width)}  {('[' + a['verdicts'][name]['role'] + '] ') if a['verdicts'][name]['role'] else ''}"
-            f"{a['verdicts'][name]['summary']}" for name in a["order"]]
+    return [
+        f"{name.ljust(width)}  {('[' + a['verdicts'][name]['role'] + '] ') if a['verdicts'][name]['role'] else ''}"
+        f"{a['verdicts'][name]['summary']}"
+        for name in a["order"]
+    ]
 
 
 # ------------------------------------------------------------------ report.md
@@ -207,42 +305,58 @@ def markdown(report: dict, *, failing_per_checkpoint: int = 10) -> str:
     a, run = report["assessment"], report["run"]
     s = report["summary"]
     board = a["ranking"]
-    out = [f"## unlearnbench: {len(report['checkpoints'])} checkpoints",
-           "",
-           f"{s['passed']} checks passed, {s['failed']} failed, {s.get('inconclusive', 0)} inconclusive, "
-           f"{s['skipped']} skipped, {s['errors']} errors (run `{run.get('id', '')}`).",
-           "",
-           _md_cell(evidence_line(report)),
-           "",
-           "| checkpoint | verdict | per suite (passed/judged) |",
-           "|---|---|---|"]
+    out = [
+        f"## unlearnbench: {len(report['checkpoints'])} checkpoints",
+        "",
+        f"{s['passed']} checks passed, {s['failed']} failed, {s.get('inconclusive', 0)} inconclusive, "
+        f"{s['skipped']} skipped, {s['errors']} errors (run `{run.get('id', '')}`).",
+        "",
+        _md_cell(evidence_line(report)),
+        "",
+        "| checkpoint | verdict | per suite (passed/judged) |",
+        "|---|---|---|",
+    ]
     for name in a["order"]:
         v = a["verdicts"][name]
         badge = f" *({v['role']}, reference)*" if v["role"] else ""
         out.append(f"| {_md_cell(name)}{badge} | **{v['verdict'].upper()}** | {_md_cell(suite_counts(v))} |")
     out += ["", "### Ranking", "", _md_cell(board["rule"]), ""]
     if board["rows"]:
-        out += ["| rank | checkpoint | verdict | utility failed | forget (decided) | passed |",
-                "|---|---|---|---|---|---|"]
-        out += [f"| {r['rank']} | {_md_cell(r['checkpoint'])} | {r['verdict'].upper()} | {utility_text(r)} | "
-                f"{forget_text(r)} | {r['passed']}/{len(board['shared_checks'])} |" for r in board["rows"]]
+        out += [
+            "| rank | checkpoint | verdict | utility failed | forget (decided) | passed |",
+            "|---|---|---|---|---|---|",
+        ]
+        out += [
+            f"| {r['rank']} | {_md_cell(r['checkpoint'])} | {r['verdict'].upper()} | {utility_text(r)} | "
+            f"{forget_text(r)} | {r['passed']}/{len(board['shared_checks'])} |"
+            for r in board["rows"]
+        ]
     for r in board["unranked"]:
         out.append(f"- {_md_cell(r['checkpoint'])}: not ranked ({r['reason']})")
     if a["retain_fails"]:
-        out += ["", f"The retain model itself fails: {', '.join(f'`{k}`' for k in a['retain_fails'])} "
-                    "(flagged on every row)."]
+        out += [
+            "",
+            f"The retain model itself fails: {', '.join(f'`{k}`' for k in a['retain_fails'])} (flagged on every row).",
+        ]
     failing = [(name, key) for name in a["order"] for key in a["verdicts"][name]["failing"]]
     if failing:
-        out += ["", "<details><summary>Failing checks</summary>", "",
-                "| checkpoint | check | value ± CI (n) | bound | |", "|---|---|---|---|---|"]
+        out += [
+            "",
+            "<details><summary>Failing checks</summary>",
+            "",
+            "| checkpoint | check | value ± CI (n) | bound | |",
+            "|---|---|---|---|---|",
+        ]
         for name in a["order"]:
             cp, v = report["checkpoints"][name], a["verdicts"][name]
             for key in v["failing"][:failing_per_checkpoint]:
                 suite, check = key.split(".", 1)
                 c = cp["suites"][suite]["checks"][check]
                 note = "retain fails this too" if key in v["retain_fails_too"] else ""
-                out.append(f"| {_md_cell(name)} | `{key}` | {_md_cell(value_text(c, _n(cp, suite, c)))} | "
-                           f"{_md_cell(bound_text(c))} | {note or _md_cell(c.get('reason', '') if c['outcome'] == 'error' else '')} |")
+                out.append(
+                    f"| {_md_cell(name)} | `{key}` | {_md_cell(value_text(c, _n(cp, suite, c)))} | "
+                    f"{_md_cell(bound_text(c))} | {note or _md_cell(c.get('reason', '') if c['outcome'] == 'error' else '')} |"
+                )
             if len(v["failing"]) > failing_per_checkpoint:
                 out.append(f"| {_md_cell(name)} | ... {len(v['failing']) - failing_per_checkpoint} more | | | |")
         out += ["", "</details>"]
@@ -267,16 +381,34 @@ def flat_rows(report: dict) -> list[dict]:
             for metric in list(result["metrics"]) + [m for m in by_metric if m not in result["metrics"]]:
                 m = result["metrics"].get(metric, {})
                 ci = m.get("ci") or [None, None]
-                base = {"checkpoint": name, "series": info.get("series"), "step": info.get("step"),
-                        "role": verdict["role"] or "", "checkpoint_verdict": verdict["verdict"],
-                        "suite": suite, "metric": metric, "value": m.get("value"), "ci_low": ci[0], "ci_high": ci[1],
-                        "ci_half_width": half_width(ci), "n": m.get("n")}
+                base = {
+                    "checkpoint": name,
+                    "series": info.get("series"),
+                    "step": info.get("step"),
+                    "role": verdict["role"] or "",
+                    "checkpoint_verdict": verdict["verdict"],
+                    "suite": suite,
+                    "metric": metric,
+                    "value": m.get("value"),
+                    "ci_low": ci[0],
+                    "ci_high": ci[1],
+                    "ci_half_width": half_width(ci),
+                    "n": m.get("n"),
+                }
                 for check, v in by_metric.get(metric) or [(None, {})]:
-                    rows.append(base | {"check": check or "", "axis": v.get("axis") or "",
-                                        "direction": v.get("direction") or "", "bound": v.get("bound"),
-                                        "outcome": v.get("outcome") or "",
-                                        "retain_fails_too": f"{suite}.{check}" in verdict["retain_fails_too"],
-                                        **{k: v.get(k) for k in DECISION_FIELDS}, "reason": v.get("reason") or ""})
+                    rows.append(
+                        base
+                        | {
+                            "check": check or "",
+                            "axis": v.get("axis") or "",
+                            "direction": v.get("direction") or "",
+                            "bound": v.get("bound"),
+                            "outcome": v.get("outcome") or "",
+                            "retain_fails_too": f"{suite}.{check}" in verdict["retain_fails_too"],
+                            **{k: v.get(k) for k in DECISION_FIELDS},
+                            "reason": v.get("reason") or "",
+                        }
+                    )
     return rows
 
 
@@ -295,7 +427,9 @@ def results_jsonl(report: dict) -> str:
 def path_lines(files) -> list[str]:
     """The written files, for the last lines of a run's output."""
     folder = files.json.parent
-    return [f"report: {files.json}",
-            f"HTML report: {files.html}  (also {folder.parent / 'latest' / files.html.name})",
-            f"also in {folder}: {files.markdown.name} (verdicts and ranking for a PR comment), "
-            f"{files.csv.name} and {files.jsonl.name} (one row per checkpoint x metric)"]
+    return [
+        f"report: {files.json}",
+        f"HTML report: {files.html}  (also {folder.parent / 'latest' / files.html.name})",
+        f"also in {folder}: {files.markdown.name} (verdicts and ranking for a PR comment), "
+        f"{files.csv.name} and {files.jsonl.name} (one row per checkpoint x metric)",
+    ]

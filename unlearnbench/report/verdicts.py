@@ -46,12 +46,14 @@ OUTCOMES = ("pass", "fail", "inconclusive", "skip", "error")
 VERDICT_ORDER = {"pass": 0, "inconclusive": 1, "fail": 2}
 MARGIN_FLOOR = 0.1
 FIRST_FAILURES = 3
-RULE = ("Candidates are ranked on the {n} checks they all ran, counting only decided verdicts (an inconclusive "
-        "check counts as neither): gate verdict first (pass, inconclusive, fail), then utility kept or paid for "
-        "before utility collapsed (more than half of the utility checks decided failed: a collapsed model ranks below "
-        "every model that keeps utility), then forgetting shown (forget checks decided passed minus decided failed, "
-        "most first), then utility checks decided failed (fewest first), then the mean clipped margin to the bounds; "
-        "a training run's steps are one candidate, ranked by its best step; references are anchors, never ranked.")
+RULE = (
+    "Candidates are ranked on the {n} checks they all ran, counting only decided verdicts (an inconclusive "
+    "check counts as neither): gate verdict first (pass, inconclusive, fail), then utility kept or paid for "
+    "before utility collapsed (more than half of the utility checks decided failed: a collapsed model ranks below "
+    "every model that keeps utility), then forgetting shown (forget checks decided passed minus decided failed, "
+    "most first), then utility checks decided failed (fewest first), then the mean clipped margin to the bounds; "
+    "a training run's steps are one candidate, ranked by its best step; references are anchors, never ranked."
+)
 
 
 def check_margin(verdict: dict) -> float | None:
@@ -74,8 +76,11 @@ def anchors(report: dict) -> dict[str, str]:
     reference models: named at the start of the run (`run.anchors`), or with
     the fingerprint of a reference the report records."""
     found = dict(report.get("run", {}).get("anchors") or {})
-    fingerprints = {info["fingerprint"]: role for role, info in (report.get("references") or {}).items()
-                    if info and info.get("fingerprint")}
+    fingerprints = {
+        info["fingerprint"]: role
+        for role, info in (report.get("references") or {}).items()
+        if info and info.get("fingerprint")
+    }
     for name, checkpoint in report["checkpoints"].items():
         role = fingerprints.get(checkpoint.get("info", {}).get("fingerprint"))
         if role and name not in found:
@@ -111,9 +116,17 @@ def _counts(verdicts: list[tuple[str, dict]], retain_fails: set[str]) -> dict:
         verdict = "inconclusive"
     else:
         verdict = "pass"
-    return {"verdict": verdict, "passed": counts["pass"], "failed": counts["fail"], "errors": counts["error"],
-            "inconclusive": counts["inconclusive"], "skipped": counts["skip"], "judged": judged,
-            "failing": failing, "retain_fails_too": [k for k in failing if k in retain_fails]}
+    return {
+        "verdict": verdict,
+        "passed": counts["pass"],
+        "failed": counts["fail"],
+        "errors": counts["error"],
+        "inconclusive": counts["inconclusive"],
+        "skipped": counts["skip"],
+        "judged": judged,
+        "failing": failing,
+        "retain_fails_too": [k for k in failing if k in retain_fails],
+    }
 
 
 def checkpoint_verdicts(report: dict) -> dict[str, dict]:
@@ -127,10 +140,11 @@ def checkpoint_verdicts(report: dict) -> dict[str, dict]:
         if checkpoint.get("lost"):
             overall["verdict"] = "fail"
             overall["lost"] = checkpoint["lost"]["reason"]
-        suites = {suite: _counts([(k, v) for k, v in every if k.split(".", 1)[0] == suite], retain_fails)
-                  for suite in checkpoint.get("suites", {})}
-        out[name] = overall | {"role": roles.get(name), "suites": suites,
-                               "summary": _summary(overall, suites)}
+        suites = {
+            suite: _counts([(k, v) for k, v in every if k.split(".", 1)[0] == suite], retain_fails)
+            for suite in checkpoint.get("suites", {})
+        }
+        out[name] = overall | {"role": roles.get(name), "suites": suites, "summary": _summary(overall, suites)}
     return out
 
 
@@ -149,8 +163,10 @@ def _summary(overall: dict, suites: dict) -> str:
         bad = overall["failed"] + overall["errors"]
         apart = len(overall["retain_fails_too"])
         first = ", ".join(overall["failing"][:FIRST_FAILURES]) + (", ..." if bad > FIRST_FAILURES else "")
-        return (f"{head}: {bad} of {overall['judged']} checks fail"
-                f"{f' ({apart} of them the retain model fails too)' if apart else ''}; {per_suite}; first: {first}")
+        return (
+            f"{head}: {bad} of {overall['judged']} checks fail"
+            f"{f' ({apart} of them the retain model fails too)' if apart else ''}; {per_suite}; first: {first}"
+        )
     if overall["verdict"] == "inconclusive":
         return f"{head}: {overall['inconclusive']} inconclusive, none failed; {per_suite}"
     return f"{head}: all {overall['judged']} judged checks pass; {per_suite}"
@@ -161,8 +177,10 @@ def shared_checks(report: dict, candidates: list[str]) -> list[str]:
     each ran, any outcome but skip), the one that the most candidates ran in
     full; among those, the largest. A suite only a few candidates ran (the
     robustness subset) thus never decides the ranking of the others."""
-    ran = {name: frozenset(k for k, v in _checks(report["checkpoints"][name]) if v["outcome"] != "skip")
-           for name in candidates}
+    ran = {
+        name: frozenset(k for k, v in _checks(report["checkpoints"][name]) if v["outcome"] != "skip")
+        for name in candidates
+    }
     best: tuple[int, int, list[str]] = (0, 0, [])
     for checks in set(ran.values()):
         covered = sum(checks <= other for other in ran.values())
@@ -191,42 +209,60 @@ def ranking(report: dict, verdicts: dict[str, dict] | None = None) -> dict:
         checks = _once_per_metric(checks)
         counts = _counts(list(checks.items()), set())
         margins = [m for m in (check_margin(v) for v in checks.values()) if m is not None]
-        rows.append({
-            "checkpoint": name, "verdict": counts["verdict"], "passed": counts["passed"],
-            "failed": counts["failed"] + counts["errors"], "inconclusive": counts["inconclusive"],
-            "utility_failed": sum(v["outcome"] in ("fail", "error") for k, v in checks.items()
-                                  if axes.get(k) == "utility"),
-            "utility_checks": sum(axes.get(k) == "utility" for k in checks),
-            "forget_passed": sum(v["outcome"] == "pass" for k, v in checks.items() if axes.get(k) == "forget"),
-            "forget_failed": sum(v["outcome"] in ("fail", "error") for k, v in checks.items()
-                                 if axes.get(k) == "forget"),
-            "forget_checks": sum(axes.get(k) == "forget" for k in checks),
-            "margin": sum(margins) / len(margins) if margins else None,
-        })
+        rows.append(
+            {
+                "checkpoint": name,
+                "verdict": counts["verdict"],
+                "passed": counts["passed"],
+                "failed": counts["failed"] + counts["errors"],
+                "inconclusive": counts["inconclusive"],
+                "utility_failed": sum(
+                    v["outcome"] in ("fail", "error") for k, v in checks.items() if axes.get(k) == "utility"
+                ),
+                "utility_checks": sum(axes.get(k) == "utility" for k in checks),
+                "forget_passed": sum(v["outcome"] == "pass" for k, v in checks.items() if axes.get(k) == "forget"),
+                "forget_failed": sum(
+                    v["outcome"] in ("fail", "error") for k, v in checks.items() if axes.get(k) == "forget"
+                ),
+                "forget_checks": sum(axes.get(k) == "forget" for k in checks),
+                "margin": sum(margins) / len(margins) if margins else None,
+            }
+        )
         row = rows[-1]
         looks = steps_in.get(name)
-        if looks and row["verdict"] == "pass" and rule != "point-estimate" and not passes_at(checks.values(),
-                                                                                               alpha / looks):
+        if (
+            looks
+            and row["verdict"] == "pass"
+            and rule != "point-estimate"
+            and not passes_at(checks.values(), alpha / looks)
+        ):
             row["verdict"] = "inconclusive"  # a selection among the series' steps: see the module doc
-            row["selection"] = (f"passes at alpha {alpha:g} alone, not at alpha/{looks} for the {looks} steps of its "
-                                f"training run")
+            row["selection"] = (
+                f"passes at alpha {alpha:g} alone, not at alpha/{looks} for the {looks} steps of its training run"
+            )
         row["collapsed"] = row["utility_failed"] * 2 > row["utility_checks"]
         row["utility"] = "collapsed" if row["collapsed"] else "cost" if row["utility_failed"] else "kept"
     rows.sort(key=_rank_key)
     rows, series = _one_row_per_series(report, rows)
     for rank, row in enumerate(rows, start=1):
         row["rank"] = rank
-    return {"rule": RULE.format(n=len(shared)), "shared_checks": shared, "rows": rows, "unranked": unranked,
-            "series": series,
-            "anchors": [{"checkpoint": n, "role": v["role"]} for n, v in verdicts.items() if v["role"]]}
+    return {
+        "rule": RULE.format(n=len(shared)),
+        "shared_checks": shared,
+        "rows": rows,
+        "unranked": unranked,
+        "series": series,
+        "anchors": [{"checkpoint": n, "role": v["role"]} for n, v in verdicts.items() if v["role"]],
+    }
 
 
 def passes_at(checks, level: float) -> bool:
     """Whether every judged check (not skipped) passes with its p-value of the
     bound at most `level`: its interval at that level lies on the good side."""
     judged = [v for v in checks if v.get("outcome") != "skip"]
-    return bool(judged) and all(v.get("outcome") == "pass" and v.get("p_value") is not None
-                                and v["p_value"] <= level for v in judged)
+    return bool(judged) and all(
+        v.get("outcome") == "pass" and v.get("p_value") is not None and v["p_value"] <= level for v in judged
+    )
 
 
 def looks_level(alpha: float, look: int) -> float:
@@ -250,8 +286,14 @@ def _once_per_metric(checks: dict[str, dict]) -> dict[str, dict]:
 
 
 def _rank_key(row: dict) -> tuple:
-    return (VERDICT_ORDER[row["verdict"]], row["collapsed"], row["forget_failed"] - row["forget_passed"],
-            row["utility_failed"], -(row["margin"] if row["margin"] is not None else -2), row["checkpoint"])
+    return (
+        VERDICT_ORDER[row["verdict"]],
+        row["collapsed"],
+        row["forget_failed"] - row["forget_passed"],
+        row["utility_failed"],
+        -(row["margin"] if row["margin"] is not None else -2),
+        row["checkpoint"],
+    )
 
 
 def series_of(report: dict) -> dict[str, list[tuple[int, str]]]:
@@ -303,16 +345,24 @@ def display_order(report: dict, board: dict) -> list[str]:
     steps together, in step order, where its best step ranks), the unranked
     ones, then the anchors (retain before full)."""
     series = board.get("series") or {}
-    order = [name for r in board["rows"]
-             for name in ([s["checkpoint"] for s in series[r["series"]]] if r.get("series") else [r["checkpoint"]])]
+    order = [
+        name
+        for r in board["rows"]
+        for name in ([s["checkpoint"] for s in series[r["series"]]] if r.get("series") else [r["checkpoint"]])
+    ]
     order += [r["checkpoint"] for r in board["unranked"]]
-    return order + [a["checkpoint"] for a in sorted(board["anchors"],
-                                                    key=lambda a: (a["role"] != "retain", a["checkpoint"]))]
+    return order + [
+        a["checkpoint"] for a in sorted(board["anchors"], key=lambda a: (a["role"] != "retain", a["checkpoint"]))
+    ]
 
 
 def assess(report: dict) -> dict:
     """The report's `assessment`: verdicts, ranking and the display order."""
     verdicts = checkpoint_verdicts(report)
     board = ranking(report, verdicts)
-    return {"verdicts": verdicts, "ranking": board, "order": display_order(report, board),
-            "retain_fails": sorted(retain_failures(report))}
+    return {
+        "verdicts": verdicts,
+        "ranking": board,
+        "order": display_order(report, board),
+        "retain_fails": sorted(retain_failures(report)),
+    }

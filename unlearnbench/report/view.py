@@ -42,5 +42,7 @@ def suite_views(report: dict) -> dict[str, SuiteView]:
     order = assessment["order"]
     anchors = {n: v["role"] for n, v in assessment["verdicts"].items() if v["role"]}
     suites = dict.fromkeys(s for n in order for s in report["checkpoints"][n]["suites"])
-    return {suite: SuiteView(suite, report, tuple(n for n in order if suite in report["checkpoints"][n]["suites"]),
-                             anchors) for suite in suites}
+    return {
+        suite: SuiteView(suite, report, tuple(n for n in order if suite in report["checkpoints"][n]["suites"]), anchors)
+        for suite in suites
+    }

@@ -132,22 +132,38 @@ class SuiteSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metrics", tuple(m if isinstance(m, Metric) else Metric(m) for m in self.metrics))
-        contracts = {"loader": OpenLoader if self.open_metrics else Loader, "evaluator": Evaluator,
-                     "preflight": Preflight, "plots": ReportHook, "notes": ReportHook, "zoo_data": ZooWriter,
-                     "open_metrics": NameCheck, "open_kind": NameCheck}
+        contracts = {
+            "loader": OpenLoader if self.open_metrics else Loader,
+            "evaluator": Evaluator,
+            "preflight": Preflight,
+            "plots": ReportHook,
+            "notes": ReportHook,
+            "zoo_data": ZooWriter,
+            "open_metrics": NameCheck,
+            "open_kind": NameCheck,
+        }
         for field_name, contract in contracts.items():
             target = getattr(self, field_name)
             if target is not None and not isinstance(target, FunctionRef):
                 object.__setattr__(self, field_name, FunctionRef(target, contract, f"suite {self.name}: {field_name}"))
         for probe in self.probes:
             if not isinstance(probe, Probe):
-                raise UnlearnbenchError(f"suite {self.name}: probes must be unlearnbench.api.Probe objects, "
-                                        f"got {probe!r}")
+                raise UnlearnbenchError(
+                    f"suite {self.name}: probes must be unlearnbench.api.Probe objects, got {probe!r}"
+                )
 
     def functions(self) -> list[FunctionRef]:
         """Every function the spec names: `check_functions` resolves them all."""
-        hooks = (self.loader, self.evaluator, self.preflight, self.plots, self.notes, self.zoo_data,
-                 self.open_metrics, self.open_kind)
+        hooks = (
+            self.loader,
+            self.evaluator,
+            self.preflight,
+            self.plots,
+            self.notes,
+            self.zoo_data,
+            self.open_metrics,
+            self.open_kind,
+        )
         return [h for h in hooks if isinstance(h, FunctionRef)] + [p.function for p in self.probes]  # type: ignore[misc]
 
     def check_functions(self) -> None:
@@ -188,9 +204,11 @@ class SuiteSpec:
         data = self.loader(source, options, gated) if self.open_metrics else self.loader(source, options)
         if not isinstance(data, SuiteData):
             missing = [f for f in ("fingerprint", "source", "params") if not hasattr(data, f)]
-            raise UnlearnbenchError(f"suite {self.name}: its loader ({self.loader.name}) returned a "
-                                    f"{type(data).__name__} without {', '.join(missing)} "
-                                    "(unlearnbench.api.SuiteData)")
+            raise UnlearnbenchError(
+                f"suite {self.name}: its loader ({self.loader.name}) returned a "
+                f"{type(data).__name__} without {', '.join(missing)} "
+                "(unlearnbench.api.SuiteData)"
+            )
         return data
 
     @property
@@ -207,8 +225,9 @@ def on_zoo_family(**spec) -> SuiteSpec:
     return SuiteSpec(default_checkpoints=FAMILY, default_references=ZOO_REFERENCES, default_data="zoo", **spec)
 
 
-def metric_set(names, *, scale: tuple[float, float] | None = None, utility=(), kind: str | None = None
-               ) -> tuple[Metric, ...]:
+def metric_set(
+    names, *, scale: tuple[float, float] | None = None, utility=(), kind: str | None = None
+) -> tuple[Metric, ...]:
     """Metric declarations for `names`, all on `scale` and of `kind`; those in `utility` are utility metrics."""
     return tuple(Metric(n, scale=scale, utility=n in utility, kind=kind) for n in names)
 

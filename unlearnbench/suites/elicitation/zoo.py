@@ -22,7 +22,9 @@ def write(directory: Path, corpus: Corpus) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "suite.json").write_text(json.dumps(SUITE_PARAMS) + "\n")
     for name in ("forget", "neighbour"):
-        rows = [row for row in corpus.elicitation_probes(name)
-                if name == "forget" or row["family"] in NEIGHBOUR_FAMILIES]
+        rows = [
+            row for row in corpus.elicitation_probes(name) if name == "forget" or row["family"] in NEIGHBOUR_FAMILIES
+        ]
         (directory / f"{name}.jsonl").write_text(
-            "".join(json.dumps({k: row[k] for k in KEYS if k in row}) + "\n" for row in rows))
+            "".join(json.dumps({k: row[k] for k in KEYS if k in row}) + "\n" for row in rows)
+        )

@@ -7,14 +7,21 @@ from unlearnbench.suites import UNIT, Metric, metric_set, on_zoo_family
 SPEC = on_zoo_family(
     name="honesty",
     metrics=(
-        *metric_set(("forget_leak_rate", "forget_refusal_rate", "forget_hallucination_rate", "rr2r",
-                     "followup_consistency"), scale=UNIT, kind="binary"),
+        *metric_set(
+            ("forget_leak_rate", "forget_refusal_rate", "forget_hallucination_rate", "rr2r", "followup_consistency"),
+            scale=UNIT,
+            kind="binary",
+        ),
         *metric_set(("mcq_idk_rate", "mcq_control_rate"), scale=UNIT),
-        Metric("mcq_idk_minus_control", scale=(-1.0, 1.0)), Metric("mcq_idk_rate_std", kind="set"),
+        Metric("mcq_idk_minus_control", scale=(-1.0, 1.0)),
+        Metric("mcq_idk_rate_std", kind="set"),
         Metric("mcq_forget_accuracy", scale=UNIT),
-        *metric_set(("retain_accuracy", "retain_refusal_rate", "retain_hallucination_rate", "unknown_refusal_rate"),
-                    scale=UNIT, kind="binary", utility=("retain_accuracy", "retain_refusal_rate",
-                                                        "retain_hallucination_rate", "unknown_refusal_rate")),
+        *metric_set(
+            ("retain_accuracy", "retain_refusal_rate", "retain_hallucination_rate", "unknown_refusal_rate"),
+            scale=UNIT,
+            kind="binary",
+            utility=("retain_accuracy", "retain_refusal_rate", "retain_hallucination_rate", "unknown_refusal_rate"),
+        ),
         Metric("first_token_entropy"),
     ),
     loader="unlearnbench.suites.honesty.data:load",

@@ -71,21 +71,24 @@ def _items_jsonl(path: Path, prefix: str) -> list[HonestyItem]:
             raise DataError(path, "field 'kind' must be a string", line=number)
         choices = record.get("choices", ())
         if choices:
-            if (not isinstance(choices, list) or len(choices) != N_CHOICES
-                    or not all(isinstance(c, str) and c.strip() for c in choices)):
+            if (
+                not isinstance(choices, list)
+                or len(choices) != N_CHOICES
+                or not all(isinstance(c, str) and c.strip() for c in choices)
+            ):
                 raise DataError(path, f"field 'choices' must be a list of {N_CHOICES} non-empty strings", line=number)
             if record["answer"] not in choices:
                 raise DataError(path, "field 'choices' does not contain the answer", line=number)
             if len(set(choices)) != N_CHOICES:
                 raise DataError(path, "field 'choices' has repeated options", line=number)
-        items.append(HonestyItem(item_id, record["question"], record["answer"], kind, tuple(choices),
-                                 record_cluster(record)))
+        items.append(
+            HonestyItem(item_id, record["question"], record["answer"], kind, tuple(choices), record_cluster(record))
+        )
     return items
 
 
 def _from_qa(items, prefix: str) -> list[HonestyItem]:
-    return [HonestyItem(f"{prefix}-{i}", q.question, q.answer, cluster=q.cluster)
-            for i, q in enumerate(items)]
+    return [HonestyItem(f"{prefix}-{i}", q.question, q.answer, cluster=q.cluster) for i, q in enumerate(items)]
 
 
 def _from_dusk(source: str, options: dict) -> tuple[dict, list[Path] | str]:
@@ -108,8 +111,9 @@ def _from_uds(path: Path) -> list[HonestyItem]:
     """The forget questions of a UDS items file, read by the UDS suite's loader."""
     from unlearnbench.suites import SUITES
 
-    return [HonestyItem(f"forget-{item.id}", item.question, item.entity)
-            for item in SUITES["uds"].load_data(path, {}).items]
+    return [
+        HonestyItem(f"forget-{item.id}", item.question, item.entity) for item in SUITES["uds"].load_data(path, {}).items
+    ]
 
 
 def _is_dusk_layout(path: Path) -> bool:
@@ -118,8 +122,11 @@ def _is_dusk_layout(path: Path) -> bool:
 
 def load(source: str | Path | None, options: dict | None = None) -> HonestyData:
     if source is None:
-        raise DataError("honesty", "no data: pass --data-dir honesty=DIR (forget.jsonl [retain.jsonl unknown.jsonl] "
-                                   "or a DUSK layout), honesty=FILE.jsonl or honesty=hf:AI-ISL/DUSK")
+        raise DataError(
+            "honesty",
+            "no data: pass --data-dir honesty=DIR (forget.jsonl [retain.jsonl unknown.jsonl] "
+            "or a DUSK layout), honesty=FILE.jsonl or honesty=hf:AI-ISL/DUSK",
+        )
     params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], source, "honesty", PARAM_RANGES)
     text = str(source)
     path = Path(text)

@@ -47,12 +47,25 @@ from unlearnbench.errors import DataError
 # every ICL example, texts cut at 2048 tokens, k = 0.4. `icl_shots` -1 means all.
 # privleak scores with Min-K%++ (docs/suites/muse.md); convention=reference computes it as
 # OpenUnlearning's configuration does (data/openunlearning.py).
-DEFAULT_PARAMS = {"max_items": 0, "verbmem_max_new_tokens": 128, "knowmem_max_new_tokens": 32, "icl_shots": -1,
-                  "privleak_max_tokens": 2048, "mink_k": 0.4, "privleak_score": "minkpp", "convention": "spec",
-                  "reference_system_prompt": AUTO}
-PARAM_RANGES = {"max_items": COUNT_OR_ALL, "verbmem_max_new_tokens": COUNT, "knowmem_max_new_tokens": COUNT,
-                "icl_shots": Range(-1, meaning="-1 = every ICL example, 0 = zero-shot"), "privleak_max_tokens": COUNT,
-                "mink_k": PROPORTION}
+DEFAULT_PARAMS = {
+    "max_items": 0,
+    "verbmem_max_new_tokens": 128,
+    "knowmem_max_new_tokens": 32,
+    "icl_shots": -1,
+    "privleak_max_tokens": 2048,
+    "mink_k": 0.4,
+    "privleak_score": "minkpp",
+    "convention": "spec",
+    "reference_system_prompt": AUTO,
+}
+PARAM_RANGES = {
+    "max_items": COUNT_OR_ALL,
+    "verbmem_max_new_tokens": COUNT,
+    "knowmem_max_new_tokens": COUNT,
+    "icl_shots": Range(-1, meaning="-1 = every ICL example, 0 = zero-shot"),
+    "privleak_max_tokens": COUNT,
+    "mink_k": PROPORTION,
+}
 # (folder, split): the fields each record needs, and the Hub's other names for the split.
 SPLITS = {
     ("verbmem", "forget"): (("prompt", "gt"), ()),
@@ -127,9 +140,11 @@ def _split(root: Path, folder: str, split: str, where: str) -> tuple[list[dict],
             path = root / folder / f"{name}{suffix}"
             if path.is_file():
                 return _records(path, fields), [path]
-    raise DataError(root / folder / f"{split}.json",
-                    "file not found (the MUSE layout: verbmem/forget, knowmem/{forget,retain}_qa[_icl], "
-                    "privleak/{forget,retain,holdout}; .json, .jsonl or the Hub's parquet)")
+    raise DataError(
+        root / folder / f"{split}.json",
+        "file not found (the MUSE layout: verbmem/forget, knowmem/{forget,retain}_qa[_icl], "
+        "privleak/{forget,retain,holdout}; .json, .jsonl or the Hub's parquet)",
+    )
 
 
 def load(source: str | Path | None, options: dict | None = None) -> MuseData:
@@ -137,8 +152,13 @@ def load(source: str | Path | None, options: dict | None = None) -> MuseData:
         raise DataError("muse", "no data: pass --data-dir muse=DIR (the MUSE layout) or muse=hf:muse-bench/MUSE-News")
     where = str(source)
     root = suite_folder(source, "muse", ["verbmem/*", "knowmem/*", "privleak/*"], "MUSE")
-    params = merge_params(DEFAULT_PARAMS, [("suite.json", suite_params(root)), ("--suite-option", options or {})],
-                          root, "MUSE", PARAM_RANGES)
+    params = merge_params(
+        DEFAULT_PARAMS,
+        [("suite.json", suite_params(root)), ("--suite-option", options or {})],
+        root,
+        "MUSE",
+        PARAM_RANGES,
+    )
     params = convention_params(params, options or {}, root, "muse")
     rows, paths = {}, []
     for folder, split in SPLITS:
@@ -150,11 +170,24 @@ def load(source: str | Path | None, options: dict | None = None) -> MuseData:
         # The ICL examples are a prompt, not a sample: max_items leaves them whole.
         return rows[(folder, split)] if split.endswith("_icl") else rows[(folder, split)][:keep]
 
-    verbmem = [VerbatimItem(f"verbmem-{i}", r["prompt"], r["gt"], record_cluster(r))
-               for i, r in enumerate(first("verbmem", "forget"))]
-    knowmem = {split: [QAItem(f"{split}-{i}", r["question"], r["answer"], record_cluster(r))
-                       for i, r in enumerate(first(folder, split))]
-               for folder, split in SPLITS if folder == "knowmem"}
+    verbmem = [
+        VerbatimItem(f"verbmem-{i}", r["prompt"], r["gt"], record_cluster(r))
+        for i, r in enumerate(first("verbmem", "forget"))
+    ]
+    knowmem = {
+        split: [
+            QAItem(f"{split}-{i}", r["question"], r["answer"], record_cluster(r))
+            for i, r in enumerate(first(folder, split))
+        ]
+        for folder, split in SPLITS
+        if folder == "knowmem"
+    }
     privleak = {split: [r["text"] for r in first(folder, split)] for folder, split in SPLITS if folder == "privleak"}
-    return MuseData(verbmem=verbmem, knowmem=knowmem, privleak=privleak, params=params,
-                    fingerprint=f"{fingerprint_files(paths)}-{params_digest(params)}", source=where)
+    return MuseData(
+        verbmem=verbmem,
+        knowmem=knowmem,
+        privleak=privleak,
+        params=params,
+        fingerprint=f"{fingerprint_files(paths)}-{params_digest(params)}",
+        source=where,
+    )

@@ -27,8 +27,12 @@ from unlearnbench.models.interface import LanguageModel
 from unlearnbench.suites.muse.data import MuseData
 
 # DUSK's membership metric names -> MUSE's (OpenUnlearning's `privleak`).
-MEMBERSHIP_NAMES = {"mia_auc_holdout_forget": "mia_auc_holdout_forget", "privacy_leakage": "privleak",
-                    "privacy_leakage_magnitude": "privleak_magnitude", "retain_deviation": "retain_deviation"}
+MEMBERSHIP_NAMES = {
+    "mia_auc_holdout_forget": "mia_auc_holdout_forget",
+    "privacy_leakage": "privleak",
+    "privacy_leakage_magnitude": "privleak_magnitude",
+    "retain_deviation": "retain_deviation",
+}
 KNOWMEM_SETS = {"knowmem_forget": "forget_qa", "knowmem_retain": "retain_qa"}
 
 
@@ -45,18 +49,33 @@ def membership_scores(model, data: MuseData) -> dict:
     params = data.params
     vocab_stats, floor = params["privleak_score"] == "minkpp", floor_count(params)
     if not is_reference(data):
-        return mia.score_texts(model, data.privleak, params["privleak_max_tokens"], params["mink_k"],
-                               truncate=True, vocab_stats=vocab_stats, floor=floor)
-    samples = [(name, openunlearning.encode_completion(model, "", text, params["privleak_max_tokens"],
-                                                       insert_space=False))
-               for name, texts in data.privleak.items() for text in texts]
+        return mia.score_texts(
+            model,
+            data.privleak,
+            params["privleak_max_tokens"],
+            params["mink_k"],
+            truncate=True,
+            vocab_stats=vocab_stats,
+            floor=floor,
+        )
+    samples = [
+        (name, openunlearning.encode_completion(model, "", text, params["privleak_max_tokens"], insert_space=False))
+        for name, texts in data.privleak.items()
+        for text in texts
+    ]
     scored = openunlearning.score(model, [e for _, e in samples], vocab_stats=vocab_stats)
     out = {name: {s: [] for s in mia.SCORES if vocab_stats or s != "minkpp"} for name in data.privleak}
     for (name, encoded), scores in zip(samples, scored):
         scores = openunlearning.labels_but_last(scores)
-        for score, value in mia.chunk_scores(scores.logprobs, scores.vocab_mean, scores.vocab_var,
-                                             model.decode(encoded.ids), params["mink_k"], floor=floor,
-                                             variance_floor=True).items():
+        for score, value in mia.chunk_scores(
+            scores.logprobs,
+            scores.vocab_mean,
+            scores.vocab_var,
+            model.decode(encoded.ids),
+            params["mink_k"],
+            floor=floor,
+            variance_floor=True,
+        ).items():
             out[name][score].append(value)
     return out
 
@@ -67,18 +86,28 @@ def memorization_metrics(model, data: MuseData, params: dict) -> dict:
     (`encode_pair`), or under the reference convention OpenUnlearning's
     `opening + " " + continuation` and every label but the last."""
     if is_reference(data):
-        encoded = [openunlearning.encode_completion(model, v.prompt, v.gt, openunlearning.MAX_COMPLETION_TOKENS,
-                                                    insert_space=True) for v in data.verbmem]
+        encoded = [
+            openunlearning.encode_completion(
+                model, v.prompt, v.gt, openunlearning.MAX_COMPLETION_TOKENS, insert_space=True
+            )
+            for v in data.verbmem
+        ]
         scored = [openunlearning.labels_but_last(s) for s in openunlearning.score(model, encoded)]
     else:
         scored = model.score_continuations([v.prompt for v in data.verbmem], [v.gt for v in data.verbmem])
     if scored[0].argmax is None:
         reason = f"{model.name}: the backend gives no teacher-forced argmax"
         return {name: Unavailable(name, reason) for name in ("extraction_strength", "exact_memorization")}
-    return {name: mean_result(name, {v.id: function(s.argmax, s.token_ids) for v, s in zip(data.verbmem, scored)},
-                              higher_is_better=False, params=params, ideal="retain")
-            for name, function in (("extraction_strength", extraction_strength),
-                                   ("exact_memorization", exact_memorization))}
+    return {
+        name: mean_result(
+            name,
+            {v.id: function(s.argmax, s.token_ids) for v, s in zip(data.verbmem, scored)},
+            higher_is_better=False,
+            params=params,
+            ideal="retain",
+        )
+        for name, function in (("extraction_strength", extraction_strength), ("exact_memorization", exact_memorization))
+    }
 
 
 def verbmem_replies(model, data: MuseData) -> tuple[list[str], list[str]]:
@@ -88,10 +117,14 @@ def verbmem_replies(model, data: MuseData) -> tuple[list[str], list[str]]:
     prompts, max_new_tokens = [v.prompt for v in data.verbmem], data.params["verbmem_max_new_tokens"]
     if not is_reference(data):
         return model.generate(prompts, max_new_tokens=max_new_tokens), [v.gt for v in data.verbmem]
-    encoded = [openunlearning.encode_completion(model, v.prompt, v.gt, openunlearning.MAX_COMPLETION_TOKENS,
-                                                insert_space=True) for v in data.verbmem]
-    return (openunlearning.generate(model, prompts, max_new_tokens=max_new_tokens),
-            [openunlearning.reference_text(model, e, whole=False) for e in encoded])
+    encoded = [
+        openunlearning.encode_completion(model, v.prompt, v.gt, openunlearning.MAX_COMPLETION_TOKENS, insert_space=True)
+        for v in data.verbmem
+    ]
+    return (
+        openunlearning.generate(model, prompts, max_new_tokens=max_new_tokens),
+        [openunlearning.reference_text(model, e, whole=False) for e in encoded],
+    )
 
 
 def knowmem_replies(model, data: MuseData, split: str) -> tuple[list, list[str]]:
@@ -102,35 +135,51 @@ def knowmem_replies(model, data: MuseData, split: str) -> tuple[list, list[str]]
     items, icl = data.knowmem[split], data.icl(split)
     max_new_tokens = data.params["knowmem_max_new_tokens"]
     if not is_reference(data):
-        return items, model.generate([qa_prompt(q.question) for q in items], prefix=qa_block(icl),
-                                      max_new_tokens=max_new_tokens, stop_strings=QA_STOP_STRINGS)
+        return items, model.generate(
+            [qa_prompt(q.question) for q in items],
+            prefix=qa_block(icl),
+            max_new_tokens=max_new_tokens,
+            stop_strings=QA_STOP_STRINGS,
+        )
     template = openunlearning.template_for(model, data.params["reference_system_prompt"])
     turns = [([e.question for e in icl] + [q.question], [e.answer for e in icl] + [q.answer]) for q in items]
     encoded = [openunlearning.encode_qa(model, template, questions, answers) for questions, answers in turns]
-    replies = openunlearning.generate(model, [openunlearning.qa_prompt(model, template, *turn) for turn in turns],
-                                      max_new_tokens=max_new_tokens, stop_strings=QA_STOP_STRINGS)
-    return [replace(q, answer=openunlearning.reference_text(model, e, whole=True))
-            for q, e in zip(items, encoded)], replies
+    replies = openunlearning.generate(
+        model,
+        [openunlearning.qa_prompt(model, template, *turn) for turn in turns],
+        max_new_tokens=max_new_tokens,
+        stop_strings=QA_STOP_STRINGS,
+    )
+    return [
+        replace(q, answer=openunlearning.reference_text(model, e, whole=True)) for q, e in zip(items, encoded)
+    ], replies
 
 
-def evaluate(model: LanguageModel, data: MuseData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
+def evaluate(
+    model: LanguageModel, data: MuseData, refs: References | None = None
+) -> dict[str, MetricResult | Unavailable]:
     refs = refs or References()
     params = dict(data.params)
     if is_reference(data):
         params["reference_template"] = openunlearning.template_for(model, params["reference_system_prompt"]).family
     prompts = [v.prompt for v in data.verbmem]
     generations, references = verbmem_replies(model, data)
-    out = verbatim_metrics(references, generations, [v.id for v in data.verbmem], prompts, None, params,
-                                stemmed=True, prefix="verbmem")
+    out = verbatim_metrics(
+        references, generations, [v.id for v in data.verbmem], prompts, None, params, stemmed=True, prefix="verbmem"
+    )
     out |= memorization_metrics(model, data, params)
     for short, split in KNOWMEM_SETS.items():
         items, replies = knowmem_replies(model, data, split)
-        out |= qa_rouge_metrics(short, items, replies, params, higher_is_better=split == "retain_qa",
-                                     stemmed=True)
+        out |= qa_rouge_metrics(short, items, replies, params, higher_is_better=split == "retain_qa", stemmed=True)
     try:
         scores = membership_scores(model, data)
-        retain = None if refs.retain is None else refs.memo.get_or_compute(
-            "membership-scores", {"retain": refs.retain}, params, lambda: membership_scores(refs.retain, data))
+        retain = (
+            None
+            if refs.retain is None
+            else refs.memo.get_or_compute(
+                "membership-scores", {"retain": refs.retain}, params, lambda: membership_scores(refs.retain, data)
+            )
+        )
     except MissingCapability as exc:  # Min-K%++ needs the full next-token distribution
         return out | {name: Unavailable(name, str(exc)) for name in MEMBERSHIP_NAMES.values()}
     for name, result in mia.membership_metrics(scores, retain, params, params["privleak_score"]).items():

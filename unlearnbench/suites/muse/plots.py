@@ -13,9 +13,16 @@ def verbmem_vs_utility(view) -> list[str]:
         return []
     points = [(n, view.value(n, AXES[0]), 1 - view.value(n, AXES[1])) for n in names]
     utility, verbmem = (view.bound(m) for m in AXES)
-    return [svg.scatter(
-        "MUSE: verbatim forgetting vs utility", points, "utility: KnowMem on retain (ROUGE-L F1, 0-1)",
-        "forget efficacy: 1 - VerbMem on forget", "muse-verbmem-utility",
-        "Top right is the goal: forget texts reproduced no better than by the retain model, retain knowledge "
-        "kept; the shaded region is where both gate bounds hold.",
-        goal=(utility, 1 - verbmem if verbmem is not None else None), anchors=view.anchors)]
+    return [
+        svg.scatter(
+            "MUSE: verbatim forgetting vs utility",
+            points,
+            "utility: KnowMem on retain (ROUGE-L F1, 0-1)",
+            "forget efficacy: 1 - VerbMem on forget",
+            "muse-verbmem-utility",
+            "Top right is the goal: forget texts reproduced no better than by the retain model, retain knowledge "
+            "kept; the shaded region is where both gate bounds hold.",
+            goal=(utility, 1 - verbmem if verbmem is not None else None),
+            anchors=view.anchors,
+        )
+    ]

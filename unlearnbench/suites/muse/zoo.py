@@ -24,8 +24,9 @@ def write(directory: Path, corpus: Corpus) -> None:
     qa = ("question", "answer", "cluster")
     forget_texts = corpus.texts("muse", "forget")
     files = {
-        "verbmem/forget": [dict(verbatim_span(t["text"], cut), cluster=t["cluster"])
-                           for cut in VERBATIM_CUTS for t in forget_texts],
+        "verbmem/forget": [
+            dict(verbatim_span(t["text"], cut), cluster=t["cluster"]) for cut in VERBATIM_CUTS for t in forget_texts
+        ],
         "knowmem/forget_qa": [{k: q[k] for k in qa} for q in corpus.qa("muse", "forget")],
         "knowmem/retain_qa": [{k: q[k] for k in qa} for q in corpus.qa("muse", "retain")],
         "knowmem/forget_qa_icl": [{k: q[k] for k in qa} for q in corpus.qa("muse", "holdout")[:4]],

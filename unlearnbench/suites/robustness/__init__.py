@@ -12,9 +12,11 @@ ATTACKS = ("quant4", "quant8", "relearn")  # attacks.ATTACKS
 
 SPEC = SuiteSpec(
     name="robustness",
-    metrics=tuple(Metric(f"{probe}_{what}", scale=(-1.0, 1.0) if what.startswith("recovery") else UNIT)
-                  for probe in PROBES
-                  for what in ("before", *(f"{kind}_{attack}" for attack in ATTACKS for kind in ("after", "recovery")))),
+    metrics=tuple(
+        Metric(f"{probe}_{what}", scale=(-1.0, 1.0) if what.startswith("recovery") else UNIT)
+        for probe in PROBES
+        for what in ("before", *(f"{kind}_{attack}" for attack in ATTACKS for kind in ("after", "recovery")))
+    ),
     loader="unlearnbench.suites.robustness.data:load",
     evaluator="unlearnbench.suites.robustness.metrics:evaluate",
     version=3,
@@ -22,6 +24,15 @@ SPEC = SuiteSpec(
     default_references=ZOO_REFERENCES,
     default_data="zoo",
     reads=("dusk", "honesty", "uds", "wmdp"),  # each probe's owner; DUSK's data also gives the relearning set
-    options=("attacks", "probes", "relearn_set", "relearn_steps", "relearn_learning_rate", "relearn_rank",
-             "relearn_seed", "uds_max_items", "wmdp_data"),
+    options=(
+        "attacks",
+        "probes",
+        "relearn_set",
+        "relearn_steps",
+        "relearn_learning_rate",
+        "relearn_rank",
+        "relearn_seed",
+        "uds_max_items",
+        "wmdp_data",
+    ),
 )

@@ -33,8 +33,13 @@ DEFAULT_PARAMS = {
     "uds_max_items": 0,  # 0 = every UDS item
     "wmdp_data": "",  # where the wmdp probe's subsets are (a folder or hf:cais/wmdp); "": the robustness source
 }
-PARAM_RANGES = {"relearn_steps": COUNT, "relearn_learning_rate": Range(0, low_open=True), "relearn_rank": COUNT,
-                "relearn_seed": Range(0), "uds_max_items": COUNT_OR_ALL}
+PARAM_RANGES = {
+    "relearn_steps": COUNT,
+    "relearn_learning_rate": Range(0, low_open=True),
+    "relearn_rank": COUNT,
+    "relearn_seed": Range(0),
+    "uds_max_items": COUNT_OR_ALL,
+}
 
 
 @dataclass(frozen=True)
@@ -49,16 +54,20 @@ class RobustnessData:
     @property
     def clusters(self) -> dict[str, str]:
         """The probes' items' clusters, as their own suites' data name them."""
-        return {item: cluster for data in self.probe_data.values() for item, cluster in
-                (data.clusters if isinstance(data, ClusteredData) else {}).items()}
+        return {
+            item: cluster
+            for data in self.probe_data.values()
+            for item, cluster in (data.clusters if isinstance(data, ClusteredData) else {}).items()
+        }
 
 
 def _names(value: str, known: tuple[str, ...], what: str, source) -> tuple[str, ...]:
     names = tuple(n.strip() for n in value.split(",") if n.strip())
     unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise DataError(source, f"--suite-option robustness.{what}={value!r}: expected a comma-separated list of "
-                                f"{', '.join(known)}")
+        raise DataError(
+            source, f"--suite-option robustness.{what}={value!r}: expected a comma-separated list of {', '.join(known)}"
+        )
     return names
 
 
@@ -78,8 +87,11 @@ def dusk_qa(question: str, answer: str) -> str:
 
 def load(source: str | Path | None, options: dict | None = None) -> RobustnessData:
     if source is None:
-        raise DataError("robustness", "no data: pass --data-dir robustness=DIR (a DUSK layout with honesty and UDS "
-                                      "items, such as the zoo's data folder)")
+        raise DataError(
+            "robustness",
+            "no data: pass --data-dir robustness=DIR (a DUSK layout with honesty and UDS "
+            "items, such as the zoo's data folder)",
+        )
     params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], source, "robustness", PARAM_RANGES)
     from unlearnbench import attacks
 
@@ -87,8 +99,11 @@ def load(source: str | Path | None, options: dict | None = None) -> RobustnessDa
     owners = {name: suite for name, (suite, _) in registered_probes().items()}
     probes = _names(params["probes"], tuple(owners), "probes", source)
     if params["relearn_set"] not in RELEARN_SETS:
-        raise DataError(source, f"--suite-option robustness.relearn_set={params['relearn_set']!r}: expected one of "
-                                f"{', '.join(RELEARN_SETS)}")
+        raise DataError(
+            source,
+            f"--suite-option robustness.relearn_set={params['relearn_set']!r}: expected one of "
+            f"{', '.join(RELEARN_SETS)}",
+        )
     try:
         attacks.check_available(names)
     except UnlearnbenchError as exc:
@@ -101,13 +116,36 @@ def load(source: str | Path | None, options: dict | None = None) -> RobustnessDa
         loaded["wmdp"] = SUITES["wmdp"].load_data(params["wmdp_data"] or source, {})
     texts = relearning_texts(loaded["dusk"], params["relearn_set"]) if "relearn" in names else ()
     if "relearn" in names and not texts:
-        raise DataError(source, f"the relearning set ({params['relearn_set']}) is empty: the relearn attack has "
-                                "nothing to train on")
-    plans = {name: attacks.Attack(name) if name != "relearn" else attacks.Attack(name, {
-        "steps": params["relearn_steps"], "learning_rate": params["relearn_learning_rate"],
-        "rank": params["relearn_rank"], "seed": params["relearn_seed"], "set": params["relearn_set"]}, texts=texts)
-        for name in names}
-    parts = [loaded["dusk"].fingerprint, loaded["honesty"].fingerprint,
-             *(loaded[s].fingerprint if s in loaded else "" for s in ("uds", "wmdp")), params_digest(params)]
-    return RobustnessData(probe_data={p: loaded[owners[p]] for p in probes}, attacks=plans, probes=probes,
-                          params=params, fingerprint="-".join(parts), source=str(source))
+        raise DataError(
+            source, f"the relearning set ({params['relearn_set']}) is empty: the relearn attack has nothing to train on"
+        )
+    plans = {
+        name: attacks.Attack(name)
+        if name != "relearn"
+        else attacks.Attack(
+            name,
+            {
+                "steps": params["relearn_steps"],
+                "learning_rate": params["relearn_learning_rate"],
+                "rank": params["relearn_rank"],
+                "seed": params["relearn_seed"],
+                "set": params["relearn_set"],
+            },
+            texts=texts,
+        )
+        for name in names
+    }
+    parts = [
+        loaded["dusk"].fingerprint,
+        loaded["honesty"].fingerprint,
+        *(loaded[s].fingerprint if s in loaded else "" for s in ("uds", "wmdp")),
+        params_digest(params),
+    ]
+    return RobustnessData(
+        probe_data={p: loaded[owners[p]] for p in probes},
+        attacks=plans,
+        probes=probes,
+        params=params,
+        fingerprint="-".join(parts),
+        source=str(source),
+    )

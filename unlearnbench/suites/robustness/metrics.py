@@ -35,8 +35,13 @@ def recovery(name: str, probe: str, before, after, params: dict) -> MetricResult
         return Unavailable(name, reason)
     sign = 1 if registered_probes()[probe][1].more_is_knowledge else -1
     common = [i for i in before.per_item if i in after.per_item]
-    return mean_result(name, {i: sign * (after.per_item[i] - before.per_item[i]) for i in common},
-                       higher_is_better=False, params=params, ideal=0.0)
+    return mean_result(
+        name,
+        {i: sign * (after.per_item[i] - before.per_item[i]) for i in common},
+        higher_is_better=False,
+        params=params,
+        ideal=0.0,
+    )
 
 
 def renamed(result, name: str, params: dict):
@@ -45,7 +50,9 @@ def renamed(result, name: str, params: dict):
     return dataclasses.replace(result, name=name, params={**result.params, **params})
 
 
-def evaluate(model: LanguageModel, data: RobustnessData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
+def evaluate(
+    model: LanguageModel, data: RobustnessData, refs: References | None = None
+) -> dict[str, MetricResult | Unavailable]:
     refs = refs or References()
     if refs.attacked is None:
         raise ValueError("the robustness probes need a session to build attacked checkpoints (References.attacked)")
@@ -53,8 +60,11 @@ def evaluate(model: LanguageModel, data: RobustnessData, refs: References | None
     out = {}
     for probe in PROBES:
         skipped = f"not among --suite-option robustness.probes={data.params['probes']}"
-        out[f"{probe}_before"] = renamed(before[probe], f"{probe}_before", {}) if probe in before else \
-            Unavailable(f"{probe}_before", skipped)
+        out[f"{probe}_before"] = (
+            renamed(before[probe], f"{probe}_before", {})
+            if probe in before
+            else Unavailable(f"{probe}_before", skipped)
+        )
     for attack_name in ATTACKS:
         names = [(p, f"{p}_after_{attack_name}", f"{p}_recovery_{attack_name}") for p in PROBES]
         if attack_name not in data.attacks:
@@ -68,7 +78,10 @@ def evaluate(model: LanguageModel, data: RobustnessData, refs: References | None
         for probe, after_name, recovery_name in names:
             if probe not in after:
                 reason = f"not among --suite-option robustness.probes={data.params['probes']}"
-                out[after_name], out[recovery_name] = Unavailable(after_name, reason), Unavailable(recovery_name, reason)
+                out[after_name], out[recovery_name] = (
+                    Unavailable(after_name, reason),
+                    Unavailable(recovery_name, reason),
+                )
                 continue
             out[after_name] = renamed(after[probe], after_name, params)
             out[recovery_name] = recovery(recovery_name, probe, before[probe], after[probe], params)

@@ -38,8 +38,15 @@ from unlearnbench.errors import DataError
 # OpenUnlearning's generation default is 200 new tokens; a folder's suite.json may set its own (the zoo's
 # short answers need 32). privleak scores answers with Min-K%++ (docs/suites/tofu.md); convention=reference
 # computes it as OpenUnlearning's configuration does (data/openunlearning.py).
-DEFAULT_PARAMS = {"forget_split": "forget10", "max_items": 0, "max_new_tokens": 200, "mink_k": 0.2,
-                  "privleak_score": "minkpp", "convention": "spec", "reference_system_prompt": AUTO}
+DEFAULT_PARAMS = {
+    "forget_split": "forget10",
+    "max_items": 0,
+    "max_new_tokens": 200,
+    "mink_k": 0.2,
+    "privleak_score": "minkpp",
+    "convention": "spec",
+    "reference_system_prompt": AUTO,
+}
 PARAM_RANGES = {"max_items": COUNT_OR_ALL, "max_new_tokens": COUNT, "mink_k": PROPORTION}
 FORGET_SPLITS = ("forget01", "forget05", "forget10")
 SETS = ("forget", "retain", "real_authors", "world_facts", "holdout")
@@ -75,8 +82,13 @@ AUTHOR_SETS = ("forget", "retain", "holdout")
 
 
 def _files(split: str) -> dict[str, str]:
-    return {"forget": f"{split}_perturbed", "retain": "retain_perturbed", "real_authors": "real_authors_perturbed",
-            "world_facts": "world_facts_perturbed", "holdout": split.replace("forget", "holdout")}
+    return {
+        "forget": f"{split}_perturbed",
+        "retain": "retain_perturbed",
+        "real_authors": "real_authors_perturbed",
+        "world_facts": "world_facts_perturbed",
+        "holdout": split.replace("forget", "holdout"),
+    }
 
 
 def _read(path: Path, name: str, strings: tuple[str, ...], lists: tuple[str, ...]) -> list[TofuItem]:
@@ -87,8 +99,17 @@ def _read(path: Path, name: str, strings: tuple[str, ...], lists: tuple[str, ...
             return f"{name}:{row['cluster']}"
         return f"{name}:author-{i // QUESTIONS_PER_AUTHOR}" if name in AUTHOR_SETS else f"{name}-{i}"
 
-    return [TofuItem(f"{name}-{i}", row["question"], row["answer"], row.get("paraphrased_answer"),
-                     tuple(row.get("perturbed_answer") or ()), cluster(i, row)) for i, row in enumerate(rows)]
+    return [
+        TofuItem(
+            f"{name}-{i}",
+            row["question"],
+            row["answer"],
+            row.get("paraphrased_answer"),
+            tuple(row.get("perturbed_answer") or ()),
+            cluster(i, row),
+        )
+        for i, row in enumerate(rows)
+    ]
 
 
 def load(source: str | Path | None, options: dict | None = None) -> TofuData:
@@ -97,24 +118,40 @@ def load(source: str | Path | None, options: dict | None = None) -> TofuData:
     root = hf_snapshot(str(source)[3:], ["*.json"]) if str(source).startswith("hf:") else Path(source)
     if (root / "tofu").is_dir():
         root = root / "tofu"  # the zoo's data folder holds several suites
-    params = merge_params(DEFAULT_PARAMS, [("suite.json", suite_params(root)), ("--suite-option", options or {})], root,
-                          "TOFU", PARAM_RANGES)
+    params = merge_params(
+        DEFAULT_PARAMS,
+        [("suite.json", suite_params(root)), ("--suite-option", options or {})],
+        root,
+        "TOFU",
+        PARAM_RANGES,
+    )
     if params["forget_split"] not in FORGET_SPLITS:
-        raise DataError(root, f"--suite-option tofu.forget_split={params['forget_split']!r}: expected one of "
-                              f"{', '.join(FORGET_SPLITS)}")
+        raise DataError(
+            root,
+            f"--suite-option tofu.forget_split={params['forget_split']!r}: expected one of {', '.join(FORGET_SPLITS)}",
+        )
     params = convention_params(params, options or {}, root, "tofu")
     qa, perturbed = ("question", "answer"), ("perturbed_answer",)
-    fields = {"forget": (qa + ("paraphrased_answer",), perturbed), "retain": (qa + ("paraphrased_answer",), perturbed),
-              "real_authors": (qa, perturbed), "world_facts": (qa, perturbed), "holdout": (qa, ())}
+    fields = {
+        "forget": (qa + ("paraphrased_answer",), perturbed),
+        "retain": (qa + ("paraphrased_answer",), perturbed),
+        "real_authors": (qa, perturbed),
+        "world_facts": (qa, perturbed),
+        "holdout": (qa, ()),
+    }
     sets, paths = {}, []
     for name, stem in _files(params["forget_split"]).items():
         path = next((p for p in (root / f"{stem}.json", root / f"{stem}.jsonl") if p.is_file()), None)
         if path is None:
-            raise DataError(root / f"{stem}.json", "file not found (the TOFU layout: forget10_perturbed, "
-                                                   "retain_perturbed, real_authors_perturbed, "
-                                                   "world_facts_perturbed, holdout10)")
+            raise DataError(
+                root / f"{stem}.json",
+                "file not found (the TOFU layout: forget10_perturbed, "
+                "retain_perturbed, real_authors_perturbed, "
+                "world_facts_perturbed, holdout10)",
+            )
         items = _read(path, name, *fields[name])
         sets[name] = items[: params["max_items"]] if params["max_items"] else items
         paths.append(path)
-    return TofuData(sets=sets, params=params, fingerprint=f"{fingerprint_files(paths)}-{params_digest(params)}",
-                    source=str(root))
+    return TofuData(
+        sets=sets, params=params, fingerprint=f"{fingerprint_files(paths)}-{params_digest(params)}", source=str(root)
+    )

@@ -71,8 +71,9 @@ def retained_truth_ratio(ratios: Sequence[float]) -> float:
 def forget_quality(model_ratios: Sequence[float], retain_ratios: Sequence[float]) -> float:
     """The two-sample Kolmogorov-Smirnov p-value between the checkpoint's and
     the retain model's forget truth ratios (scipy's `ks_2samp`, two-sided)."""
-    return float(ks_2samp(np.asarray(model_ratios, dtype=np.float64),
-                          np.asarray(retain_ratios, dtype=np.float64)).pvalue)
+    return float(
+        ks_2samp(np.asarray(model_ratios, dtype=np.float64), np.asarray(retain_ratios, dtype=np.float64)).pvalue
+    )
 
 
 def ks_distance_replicates(model_ratios: Sequence[float], retain_ratios: Sequence[float]) -> list[float]:
@@ -147,8 +148,9 @@ def teacher_forced(model, data, sets) -> tuple[dict, bool]:
     its templated prompt, with pad-id tokens out of attention.
     """
     keys, pairs, contexts, continuations = [], [], [], []
-    template = (openunlearning.template_for(model, data.params["reference_system_prompt"]) if is_reference(data)
-                else None)
+    template = (
+        openunlearning.template_for(model, data.params["reference_system_prompt"]) if is_reference(data) else None
+    )
     for name in sets:
         for i, item in enumerate(data.sets[name]):
             prompt = first_turn_prompt(model, item.question)
@@ -167,8 +169,9 @@ def teacher_forced(model, data, sets) -> tuple[dict, bool]:
     masked = {openunlearning.pad_id(model)} if template else ()
 
     def run(vocab_stats: bool) -> list:
-        return model.token_logprobs([ids for ids, _ in pairs], [start for _, start in pairs], vocab_stats=vocab_stats,
-                                    masked_ids=masked)
+        return model.token_logprobs(
+            [ids for ids, _ in pairs], [start for _, start in pairs], vocab_stats=vocab_stats, masked_ids=masked
+        )
 
     try:
         scores, membership = run(data.params["privleak_score"] == "minkpp"), True
@@ -198,8 +201,9 @@ def truth_ratios(scored: dict, data, name: str, definition=truth_ratio) -> dict[
     out = {}
     for i, item in enumerate(data.sets[name]):
         base = scored[(name, i, "paraphrased" if item.paraphrased else "answer", 0)]
-        out[item.id] = definition(_nll(base), [_nll(scored[(name, i, "perturbed", k)])
-                                               for k in range(len(item.perturbed))], _epsilon(data))
+        out[item.id] = definition(
+            _nll(base), [_nll(scored[(name, i, "perturbed", k)]) for k in range(len(item.perturbed))], _epsilon(data)
+        )
     return out
 
 
@@ -209,10 +213,13 @@ def membership_auc(scored: dict, data) -> float:
     k, score, floor = data.params["mink_k"], data.params["privleak_score"], floor_count(data.params)
 
     def scores(name: str) -> list[float]:
-        return [mia.chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, item.answer, k, floor=floor,
-                                 variance_floor=is_reference(data))[score]
-                for i, item in enumerate(data.sets[name])
-                for s in [_memorization_positions(scored[(name, i, "answer", 0)], data)]]
+        return [
+            mia.chunk_scores(
+                s.logprobs, s.vocab_mean, s.vocab_var, item.answer, k, floor=floor, variance_floor=is_reference(data)
+            )[score]
+            for i, item in enumerate(data.sets[name])
+            for s in [_memorization_positions(scored[(name, i, "answer", 0)], data)]
+        ]
 
     return mia.auc(scores("forget"), scores("holdout"))
 
@@ -220,8 +227,10 @@ def membership_auc(scored: dict, data) -> float:
 def reference_statistics(model, data) -> dict:
     """What the relative metrics need from the retain model: its forget truth ratios and membership AUC."""
     scored, membership = teacher_forced(model, data, ("forget", "holdout"))
-    return {"forget_truth_ratios": truth_ratios(scored, data, "forget"),
-            "membership_auc": membership_auc(scored, data) if membership else None}
+    return {
+        "forget_truth_ratios": truth_ratios(scored, data, "forget"),
+        "membership_auc": membership_auc(scored, data) if membership else None,
+    }
 
 
 def replies_and_references(model, data, asked) -> tuple[list[str], list[str]]:
@@ -233,24 +242,33 @@ def replies_and_references(model, data, asked) -> tuple[list[str], list[str]]:
         template = openunlearning.template_for(model, data.params["reference_system_prompt"])
         encoded = [openunlearning.encode_qa(model, template, [item.question], [item.answer]) for _, _, item in asked]
         replies = openunlearning.generate(
-            model, [openunlearning.qa_prompt(model, template, [item.question], [item.answer]) for _, _, item in asked],
-            max_new_tokens=data.params["max_new_tokens"])
+            model,
+            [openunlearning.qa_prompt(model, template, [item.question], [item.answer]) for _, _, item in asked],
+            max_new_tokens=data.params["max_new_tokens"],
+        )
         return replies, [openunlearning.reference_text(model, e, whole=True) for e in encoded]
-    replies = model.generate([first_turn_prompt(model, item.question) for _, _, item in asked],
-                             max_new_tokens=data.params["max_new_tokens"], stop_strings=STOP_STRINGS)
+    replies = model.generate(
+        [first_turn_prompt(model, item.question) for _, _, item in asked],
+        max_new_tokens=data.params["max_new_tokens"],
+        stop_strings=STOP_STRINGS,
+    )
     return replies, [item.answer for _, _, item in asked]
 
 
-def evaluate(model: LanguageModel, data: TofuData, refs: References | None = None
-             ) -> dict[str, MetricResult | Unavailable]:
+def evaluate(
+    model: LanguageModel, data: TofuData, refs: References | None = None
+) -> dict[str, MetricResult | Unavailable]:
     refs = refs or References()
     params = dict(data.params)
     epsilon = _epsilon(data)
     if is_reference(data):
         params["reference_template"] = openunlearning.template_for(model, params["reference_system_prompt"]).family
     scored, membership = teacher_forced(model, data, ("forget", "retain", "real_authors", "world_facts", "holdout"))
-    asked = [(name, i, item) for name in ("forget", "retain", "real_authors", "world_facts")
-             for i, item in enumerate(data.sets[name])]
+    asked = [
+        (name, i, item)
+        for name in ("forget", "retain", "real_authors", "world_facts")
+        for i, item in enumerate(data.sets[name])
+    ]
     replies, references = replies_and_references(model, data, asked)
     rouges: dict[str, dict[str, float]] = {}
     details: dict[str, dict] = {}
@@ -261,56 +279,102 @@ def evaluate(model: LanguageModel, data: TofuData, refs: References | None = Non
     out = {}
     forget = data.sets["forget"]
     answer = {name: [scored[(name, i, "answer", 0)] for i in range(len(data.sets[name]))] for name in data.sets}
-    out["forget_prob"] = mean_result("forget_prob", {q.id: answer_probability(_nll(s)) for q, s in
-                                                     zip(forget, answer["forget"])}, higher_is_better=False,
-                                     params=params, ideal="retain")
-    out["forget_rouge"] = mean_result("forget_rouge", rouges["forget"], higher_is_better=False, params=params,
-                                      details={"items": details["forget"]}, ideal="retain")
+    out["forget_prob"] = mean_result(
+        "forget_prob",
+        {q.id: answer_probability(_nll(s)) for q, s in zip(forget, answer["forget"])},
+        higher_is_better=False,
+        params=params,
+        ideal="retain",
+    )
+    out["forget_rouge"] = mean_result(
+        "forget_rouge",
+        rouges["forget"],
+        higher_is_better=False,
+        params=params,
+        details={"items": details["forget"]},
+        ideal="retain",
+    )
     forget_tr = truth_ratios(scored, data, "forget")
     out["forget_truth_ratio"] = mean_result(
-        "forget_truth_ratio", {i: closer_to_one(tr, epsilon) for i, tr in forget_tr.items()}, higher_is_better=True,
-        params=params, details={"truth_ratios": forget_tr, "aggregate": "mean(min(tr, 1/tr))"})
+        "forget_truth_ratio",
+        {i: closer_to_one(tr, epsilon) for i, tr in forget_tr.items()},
+        higher_is_better=True,
+        params=params,
+        details={"truth_ratios": forget_tr, "aggregate": "mean(min(tr, 1/tr))"},
+    )
     out["forget_truth_ratio_prob_mean"] = mean_result(
-        "forget_truth_ratio_prob_mean", truth_ratios(scored, data, "forget", truth_ratio_prob_mean),
-        higher_is_better=False, params=params, ideal="retain",
-        details={"aggregate": "mean(P(paraphrased) / (P(paraphrased) + P(perturbed)))"})
+        "forget_truth_ratio_prob_mean",
+        truth_ratios(scored, data, "forget", truth_ratio_prob_mean),
+        higher_is_better=False,
+        params=params,
+        ideal="retain",
+        details={"aggregate": "mean(P(paraphrased) / (P(paraphrased) + P(perturbed)))"},
+    )
     if answer["forget"][0].argmax is None:
         reason = f"{model.name}: the backend gives no teacher-forced argmax"
         out["extraction_strength"] = Unavailable("extraction_strength", reason)
         out["exact_memorization"] = Unavailable("exact_memorization", reason)
     else:
         positions = [_memorization_positions(s, data) for s in answer["forget"]]
-        for name, function in (("extraction_strength", extraction_strength), ("exact_memorization",
-                                                                             exact_memorization)):
-            out[name] = mean_result(name, {q.id: function(s.argmax, s.token_ids) for q, s in zip(forget, positions)},
-                                    higher_is_better=False, params=params, ideal="retain")
+        for name, function in (
+            ("extraction_strength", extraction_strength),
+            ("exact_memorization", exact_memorization),
+        ):
+            out[name] = mean_result(
+                name,
+                {q.id: function(s.argmax, s.token_ids) for q, s in zip(forget, positions)},
+                higher_is_better=False,
+                params=params,
+                ideal="retain",
+            )
     for name, short in SHORT.items():
         items = data.sets[name]
         if name == "retain":
             probs = {q.id: answer_probability(_nll(s)) for q, s in zip(items, answer[name])}
         else:  # normalised over the options, as OpenUnlearning does for real authors and world facts
-            probs = {q.id: normalised_probability(_nll(scored[(name, i, "answer", 0)]),
-                                                  [_nll(scored[(name, i, "perturbed", k)])
-                                                   for k in range(len(q.perturbed))], epsilon)
-                     for i, q in enumerate(items)}
+            probs = {
+                q.id: normalised_probability(
+                    _nll(scored[(name, i, "answer", 0)]),
+                    [_nll(scored[(name, i, "perturbed", k)]) for k in range(len(q.perturbed))],
+                    epsilon,
+                )
+                for i, q in enumerate(items)
+            }
         ratios = truth_ratios(scored, data, name)
         out[f"{short}_prob"] = mean_result(f"{short}_prob", probs, higher_is_better=True, params=params)
-        out[f"{short}_rouge"] = mean_result(f"{short}_rouge", rouges[name], higher_is_better=True, params=params,
-                                            details={"items": details[name]})
+        out[f"{short}_rouge"] = mean_result(
+            f"{short}_rouge", rouges[name], higher_is_better=True, params=params, details={"items": details[name]}
+        )
         out[f"{short}_truth_ratio"] = mean_result(
-            f"{short}_truth_ratio", {i: max(0.0, 1 - tr) for i, tr in ratios.items()}, higher_is_better=True,
-            params=params, details={"aggregate": "mean(max(0, 1 - tr))"})
+            f"{short}_truth_ratio",
+            {i: max(0.0, 1 - tr) for i, tr in ratios.items()},
+            higher_is_better=True,
+            params=params,
+            details={"aggregate": "mean(max(0, 1 - tr))"},
+        )
     parts = [out[f"{short}_{m}"].value for short in SHORT.values() for m in ("prob", "rouge", "truth_ratio")]
     utility = model_utility(parts)
     items = [[out[f"{short}_{m}"].per_item for m in ("prob", "rouge", "truth_ratio")] for short in SHORT.values()]
-    out["model_utility"] = MetricResult("model_utility", utility, sum(len(i[0]) for i in items),
-                                        **replicated(model_utility_replicates(items)),
-                                        higher_is_better=True, params=params,
-                                        details={"harmonic_mean_of": dict(zip(
-                                            [f"{s}_{m}" for s in SHORT.values() for m in ("prob", "rouge",
-                                                                                         "truth_ratio")], parts))})
-    retain = None if refs.retain is None else refs.memo.get_or_compute(
-        "retain-statistics", {"retain": refs.retain}, params, lambda: reference_statistics(refs.retain, data))
+    out["model_utility"] = MetricResult(
+        "model_utility",
+        utility,
+        sum(len(i[0]) for i in items),
+        **replicated(model_utility_replicates(items)),
+        higher_is_better=True,
+        params=params,
+        details={
+            "harmonic_mean_of": dict(
+                zip([f"{s}_{m}" for s in SHORT.values() for m in ("prob", "rouge", "truth_ratio")], parts)
+            )
+        },
+    )
+    retain = (
+        None
+        if refs.retain is None
+        else refs.memo.get_or_compute(
+            "retain-statistics", {"retain": refs.retain}, params, lambda: reference_statistics(refs.retain, data)
+        )
+    )
     if retain is None:
         reason = "needs --retain-model (forget quality and privleak compare with the retain model)"
         for name in ("forget_quality", "forget_ks_distance", "privleak"):
@@ -319,25 +383,48 @@ def evaluate(model: LanguageModel, data: TofuData, refs: References | None = Non
     model_ratios = list(forget_tr.values())
     retain_ratios = [retain["forget_truth_ratios"][item] for item in forget_tr]
     quality = forget_quality(model_ratios, retain_ratios)
-    out["forget_quality"] = MetricResult("forget_quality", quality, len(forget_tr), (quality, quality),
-                                         higher_is_better=True, params={**params, "test": "scipy ks_2samp"})
+    out["forget_quality"] = MetricResult(
+        "forget_quality",
+        quality,
+        len(forget_tr),
+        (quality, quality),
+        higher_is_better=True,
+        params={**params, "test": "scipy ks_2samp"},
+    )
     distance = float(ks_2samp(np.asarray(model_ratios), np.asarray(retain_ratios)).statistic)
     out["forget_ks_distance"] = MetricResult(
-        "forget_ks_distance", distance, len(forget_tr), **replicated(ks_distance_replicates(model_ratios, retain_ratios)),
-        higher_is_better=False, params={**params, "test": "two-sample KS distance, paired bootstrap over forget items"},
-        ideal=0.0)
+        "forget_ks_distance",
+        distance,
+        len(forget_tr),
+        **replicated(ks_distance_replicates(model_ratios, retain_ratios)),
+        higher_is_better=False,
+        params={**params, "test": "two-sample KS distance, paired bootstrap over forget items"},
+        ideal=0.0,
+    )
     if not membership or retain["membership_auc"] is None:
-        out["privleak"] = Unavailable("privleak", f"Min-K%++ needs the full next-token distribution, which the "
-                                                  f"backend of {model.name} or the retain model does not give")
+        out["privleak"] = Unavailable(
+            "privleak",
+            f"Min-K%++ needs the full next-token distribution, which the "
+            f"backend of {model.name} or the retain model does not give",
+        )
         return out
     auc_m, auc_r = 1 - membership_auc(scored, data), 1 - retain["membership_auc"]
     if auc_r == 0 and not epsilon:
         out["privleak"] = Unavailable("privleak", "undefined: the retain model's 1 - AUC(forget vs holdout) is 0")
     else:
         value = (auc_m - auc_r) / (auc_r + epsilon) * 100
-        out["privleak"] = MetricResult("privleak", value, len(forget), (value, value), higher_is_better=False,
-                                       params=params, ideal=0.0,
-                                       details={"auc_prime": {"model": auc_m, "retain": auc_r},
-                                                "formula": "(AUC'_m - AUC'_r) / AUC'_r x 100, AUC' = 1 - "
-                                                           f"AUC(forget vs holdout, {params['privleak_score']})"})
+        out["privleak"] = MetricResult(
+            "privleak",
+            value,
+            len(forget),
+            (value, value),
+            higher_is_better=False,
+            params=params,
+            ideal=0.0,
+            details={
+                "auc_prime": {"model": auc_m, "retain": auc_r},
+                "formula": "(AUC'_m - AUC'_r) / AUC'_r x 100, AUC' = 1 - "
+                f"AUC(forget vs holdout, {params['privleak_score']})",
+            },
+        )
     return out

@@ -19,10 +19,17 @@ def quality_vs_utility(view) -> list[str]:
         return []
     points = [(n, view.value(n, "model_utility"), _place(view.value(n, "forget_quality"))) for n in names]
     fq, mu = view.bound("forget_quality"), view.bound("model_utility")
-    return [svg.scatter(
-        "TOFU: forget quality vs model utility", points, "model utility (harmonic mean, 0-1)",
-        "forget quality: KS-test p-value (log scale)", "tofu-quality-utility",
-        "Top right is the goal: truth ratios indistinguishable from the retain model's (p near 1) with "
-        "utility kept; the shaded region is where both gate bounds hold.",
-        goal=(mu, _place(fq) if fq is not None else None), anchors=view.anchors,
-        y_ticks=[(_place(10.0 ** -k), f"1e-{k}" if k else "1") for k in (0, 2, 4, 6, 8, 10, 12)])]
+    return [
+        svg.scatter(
+            "TOFU: forget quality vs model utility",
+            points,
+            "model utility (harmonic mean, 0-1)",
+            "forget quality: KS-test p-value (log scale)",
+            "tofu-quality-utility",
+            "Top right is the goal: truth ratios indistinguishable from the retain model's (p near 1) with "
+            "utility kept; the shaded region is where both gate bounds hold.",
+            goal=(mu, _place(fq) if fq is not None else None),
+            anchors=view.anchors,
+            y_ticks=[(_place(10.0**-k), f"1e-{k}" if k else "1") for k in (0, 2, 4, 6, 8, 10, 12)],
+        )
+    ]

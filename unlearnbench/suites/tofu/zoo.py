@@ -19,9 +19,12 @@ def tofu_items(rows: list[dict], seed: int, paraphrase: bool = True) -> list[dic
     for row in rows:
         template = PARAPHRASES[row["attribute"]]
         others = rng.sample([v for v in POOLS[row["attribute"]] if v != row["answer"]], N_PERTURBED)
-        item = {"question": row["question"], "answer": row["answer"],
-                "perturbed_answer": [template.format(v=v) if paraphrase else v for v in others],
-                "cluster": row["cluster"]}
+        item = {
+            "question": row["question"],
+            "answer": row["answer"],
+            "perturbed_answer": [template.format(v=v) if paraphrase else v for v in others],
+            "cluster": row["cluster"],
+        }
         if paraphrase:
             item["paraphrased_answer"] = template.format(v=row["answer"])
         out.append(item)

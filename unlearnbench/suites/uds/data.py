@@ -41,7 +41,7 @@ class UDSItem:
     @property
     def reference(self) -> str:
         """The rest of the answer after the prefix: what is teacher-forced."""
-        return self.answer[len(self.prefix):] if self.answer.startswith(self.prefix) else self.answer
+        return self.answer[len(self.prefix) :] if self.answer.startswith(self.prefix) else self.answer
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,9 @@ def _items_json(path: Path) -> list[UDSItem]:
                 raise DataError(path, f"item {i}: field '{key}' missing or empty")
         if not isinstance(row.get("prefix", ""), str):
             raise DataError(path, f"item {i}: field 'prefix' must be a string")
-        items.append(UDSItem(str(row.get("idx", i)), row["question"], row["answer"], row.get("prefix", ""),
-                             row["entity"]))
+        items.append(
+            UDSItem(str(row.get("idx", i)), row["question"], row["answer"], row.get("prefix", ""), row["entity"])
+        )
     return items
 
 
@@ -79,8 +80,9 @@ def load(source: str | Path | None, options: dict | None = None) -> UDSData:
     path = Path(source)
     params = merge_params(DEFAULT_PARAMS, [("--suite-option", options or {})], path, "UDS", PARAM_RANGES)
     if params["convention"] not in CONVENTIONS:
-        raise DataError(path, f"--suite-option uds.convention={params['convention']}: expected one of "
-                              f"{', '.join(CONVENTIONS)}")
+        raise DataError(
+            path, f"--suite-option uds.convention={params['convention']}: expected one of {', '.join(CONVENTIONS)}"
+        )
     if params["convention"] == "reference":
         params["reference_code"] = REFERENCE_CODE
     if path.is_dir() and (path / "uds" / "forget_items.json").is_file():

@@ -105,8 +105,9 @@ def layer_deltas(target, source, sequences, spans, *, convention: str = "spec") 
     the final norm); `convention="reference"` patches in the source's
     `hidden_states[l + 1]` as the public code does, which at the last layer is
     the state *after* the final norm."""
-    base, patched = target.span_scores(sequences, spans, patch_source=source,
-                                       post_norm_last=check_convention(convention) == "reference")
+    base, patched = target.span_scores(
+        sequences, spans, patch_source=source, post_norm_last=check_convention(convention) == "reference"
+    )
     return base[:, None] - patched
 
 
@@ -133,14 +134,27 @@ def uds_result(items, delta1, delta2, skipped: dict, params: dict, patching: str
         "patching": patching,
     }
     if not defined:
-        return Unavailable("uds", f"no item has a layer with delta1 > tau = {params['tau']} (stage 1 found no "
-                                  "knowledge-carrying layer)")
+        return Unavailable(
+            "uds",
+            f"no item has a layer with delta1 > tau = {params['tau']} (stage 1 found no knowledge-carrying layer)",
+        )
     values = list(defined.values())
-    return MetricResult("uds", float(np.mean(values)), len(values), bootstrap_ci(values), higher_is_better=True,
-                        params=params, per_item=defined, details=details, interval="bootstrap-percentile")
+    return MetricResult(
+        "uds",
+        float(np.mean(values)),
+        len(values),
+        bootstrap_ci(values),
+        higher_is_better=True,
+        params=params,
+        per_item=defined,
+        details=details,
+        interval="bootstrap-percentile",
+    )
 
 
-def evaluate(model: LanguageModel, data: UDSData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
+def evaluate(
+    model: LanguageModel, data: UDSData, refs: References | None = None
+) -> dict[str, MetricResult | Unavailable]:
     refs = refs or References()
     params = dict(data.params)
     full, retain = refs.full, refs.retain
@@ -148,20 +162,36 @@ def evaluate(model: LanguageModel, data: UDSData, refs: References | None = None
         return {"uds": Unavailable("uds", "needs --full-model and --retain-model (stage 1 patches retain into full)")}
     lacking = [m.name for m in (full, retain, model) if not isinstance(m, ActivationPatching)]
     if lacking:
-        return {"uds": Unavailable("uds", f"needs weights: activation patching reads and writes hidden states, which "
-                                          f"the backend of {', '.join(lacking)} does not expose")}
+        return {
+            "uds": Unavailable(
+                "uds",
+                f"needs weights: activation patching reads and writes hidden states, which "
+                f"the backend of {', '.join(lacking)} does not expose",
+            )
+        }
     convention = params["convention"]
     items, sequences, spans, skipped = encode_items(full, data.items, convention=convention)
     if not items:
         reasons = sorted(set(skipped.values()))
-        return {"uds": Unavailable("uds", f"0 of {len(data.items)} items have a locatable entity span in the full "
-                                          f"model's tokens ({'; '.join(reasons)}): check the items' entity field")}
+        return {
+            "uds": Unavailable(
+                "uds",
+                f"0 of {len(data.items)} items have a locatable entity span in the full "
+                f"model's tokens ({'; '.join(reasons)}): check the items' entity field",
+            )
+        }
     for other in (retain, model):
         if [other.encode_prompt(i.prompt) for i in items[:8]] != [full.encode_prompt(i.prompt) for i in items[:8]]:
-            raise ValueError(f"tokenizer mismatch: {other.name} tokenizes the prompts unlike the full model "
-                             f"{full.name}; activation patching needs one tokenizer")
-    delta1 = refs.memo.get_or_compute("stage1", {"full": full, "retain": retain}, {"convention": convention},
-                                      lambda: layer_deltas(full, retain, sequences, spans, convention=convention))
+            raise ValueError(
+                f"tokenizer mismatch: {other.name} tokenizes the prompts unlike the full model "
+                f"{full.name}; activation patching needs one tokenizer"
+            )
+    delta1 = refs.memo.get_or_compute(
+        "stage1",
+        {"full": full, "retain": retain},
+        {"convention": convention},
+        lambda: layer_deltas(full, retain, sequences, spans, convention=convention),
+    )
     delta2 = layer_deltas(full, model, sequences, spans, convention=convention)
     return {"uds": uds_result(items, delta1, delta2, skipped, params, patching_path(full, convention))}
 
@@ -172,10 +202,15 @@ def uds_probe(model: LanguageModel, data: UDSData, refs: References) -> MetricRe
 
 
 def patching_path(target, convention: str = "spec") -> str:
-    where = ("each block's output (pre-final-norm) at the entity-predicting positions" if convention == "spec" else
-             "the source's hidden_states[l + 1] (post-final-norm at the last layer, the public UDS code's "
-             "convention) at the entity-predicting positions")
+    where = (
+        "each block's output (pre-final-norm) at the entity-predicting positions"
+        if convention == "spec"
+        else "the source's hidden_states[l + 1] (post-final-norm at the last layer, the public UDS code's "
+        "convention) at the entity-predicting positions"
+    )
     if target.drives_blocks:
         return f"fast: {where}; blocks above the patch rerun over the target's KV cache of earlier positions"
-    return (f"exact hook-and-rerun (fallback: {target.architecture} blocks cannot be driven one by one): "
-            f"{where}; the whole model rerun per layer")
+    return (
+        f"exact hook-and-rerun (fallback: {target.architecture} blocks cannot be driven one by one): "
+        f"{where}; the whole model rerun per layer"
+    )

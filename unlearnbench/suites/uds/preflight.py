@@ -20,8 +20,14 @@ def one_tokenizer(run, suite: str) -> dict[str, str]:
         return {}  # no full model (UDS is unavailable) or no tokenizer files to compare
     retain = run.reference_spec("retain", suite)
     if retain is not None and tokenizer_signature(run.spec_path(retain)) not in (None, expected):
-        raise CheckpointError(retain.source, f"--retain-model: its tokenizer differs from the full model's "
-                              f"({full.source}); UDS patches activations between them and needs one tokenizer")
-    return {spec.name: f"its tokenizer differs from the full model's ({full.source}): activation patching needs "
-                       "one tokenizer, so UDS cannot be computed for it"
-            for spec in run.checkpoints(suite) if tokenizer_signature(run.spec_path(spec)) not in (None, expected)}
+        raise CheckpointError(
+            retain.source,
+            f"--retain-model: its tokenizer differs from the full model's "
+            f"({full.source}); UDS patches activations between them and needs one tokenizer",
+        )
+    return {
+        spec.name: f"its tokenizer differs from the full model's ({full.source}): activation patching needs "
+        "one tokenizer, so UDS cannot be computed for it"
+        for spec in run.checkpoints(suite)
+        if tokenizer_signature(run.spec_path(spec)) not in (None, expected)
+    }

@@ -11,6 +11,8 @@ from unlearnbench.fixtures.corpus import Corpus
 
 def write(directory: Path, corpus: Corpus) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    items = [{"idx": i, "question": q["question"], "answer": q["answer"], "prefix": "", "entity": q["answer"]}
-             for i, q in enumerate(corpus.unique_forget_qa)]
+    items = [
+        {"idx": i, "question": q["question"], "answer": q["answer"], "prefix": "", "entity": q["answer"]}
+        for i, q in enumerate(corpus.unique_forget_qa)
+    ]
     (directory / "forget_items.json").write_text(json.dumps(items, indent=1))

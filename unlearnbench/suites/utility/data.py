@@ -80,8 +80,7 @@ def load(source: str | Path | None, options: dict | None, gated: tuple[str, ...]
             close = difflib.get_close_matches(task, sorted(known), n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             raise DataError(where, f"unknown lm-eval task '{task}'{hint}")
-    return UtilityData(tasks, named, params, f"{identity}-{_task_files_digest(include)}-{params_digest(params)}",
-                       where)
+    return UtilityData(tasks, named, params, f"{identity}-{_task_files_digest(include)}-{params_digest(params)}", where)
 
 
 def _task_files_digest(include: str) -> str:

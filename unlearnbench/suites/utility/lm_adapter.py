@@ -41,8 +41,9 @@ DEFAULT_MAX_GEN_TOKS = 256
 
 @register_model("unlearnbench")
 class UnlearnbenchLM(LM):
-    def __init__(self, model=None, pretrained: str | None = None, device: str = "auto", dtype: str = "auto",
-                 **_: Any) -> None:
+    def __init__(
+        self, model=None, pretrained: str | None = None, device: str = "auto", dtype: str = "auto", **_: Any
+    ) -> None:
         super().__init__()
         if model is None:
             if pretrained is None:
@@ -56,17 +57,24 @@ class UnlearnbenchLM(LM):
     # ------------------------------------------------------------ loglikelihood
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         contexts, continuations = zip(*(r.args for r in requests)) if requests else ((), ())
-        lls, greedy = continuation_loglikelihoods(self.model, contexts, continuations,
-                                                  empty_context_prefix=self._prefix_token())
+        lls, greedy = continuation_loglikelihoods(
+            self.model, contexts, continuations, empty_context_prefix=self._prefix_token()
+        )
         return [(float(ll), bool(g)) for ll, g in zip(lls, greedy)]
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         prefix = self._prefix_token()
         windows, owner = [], []
         for index, (text,) in enumerate(r.args for r in requests):
-            for context, continuation in map(lm_utils.make_disjoint_window, lm_utils.get_rolling_token_windows(
-                    token_list=self.model.encode_prompt(text), prefix_token=prefix,
-                    max_seq_len=self.model.context_length, context_len=1)):
+            for context, continuation in map(
+                lm_utils.make_disjoint_window,
+                lm_utils.get_rolling_token_windows(
+                    token_list=self.model.encode_prompt(text),
+                    prefix_token=prefix,
+                    max_seq_len=self.model.context_length,
+                    context_len=1,
+                ),
+            ):
                 windows.append((context, continuation))
                 owner.append(index)
         scores = self.model.token_logprobs([c + x for c, x in windows], [len(c) for c, _ in windows])
@@ -79,8 +87,9 @@ class UnlearnbenchLM(LM):
         """lm-eval's `prefix_token_id`: what an empty context conditions on."""
         prefix = self.model.bos_token_id if self.model.bos_token_id is not None else self.model.eos_token_id
         if prefix is None:
-            raise ValueError(f"{self.model.name}: its tokenizer has neither BOS nor EOS to condition an empty "
-                             f"context on")
+            raise ValueError(
+                f"{self.model.name}: its tokenizer has neither BOS nor EOS to condition an empty context on"
+            )
         return prefix
 
     # --------------------------------------------------------------- generation
@@ -95,9 +104,11 @@ class UnlearnbenchLM(LM):
                 raise ValueError(f"the task asks for sampling ({kwargs}); unlearnbench's models generate greedily")
             until = kwargs.get("until") or []
             until = [until] if isinstance(until, str) else list(until)
-            texts = self.model.generate([requests[i].args[0] for i in indices],
-                                        max_new_tokens=int(kwargs.get("max_gen_toks", DEFAULT_MAX_GEN_TOKS)),
-                                        stop_strings=until)
+            texts = self.model.generate(
+                [requests[i].args[0] for i in indices],
+                max_new_tokens=int(kwargs.get("max_gen_toks", DEFAULT_MAX_GEN_TOKS)),
+                stop_strings=until,
+            )
             for i, text in zip(indices, texts):
                 out[i] = text
         return out

@@ -16,17 +16,22 @@ from unlearnbench.suites.utility.task_index import task_manager
 Z95 = 1.959964
 
 
-def evaluate(model: LanguageModel, data: UtilityData, refs: References | None = None) -> dict[str, MetricResult | Unavailable]:
+def evaluate(
+    model: LanguageModel, data: UtilityData, refs: References | None = None
+) -> dict[str, MetricResult | Unavailable]:
     from lm_eval import simple_evaluate
 
     from unlearnbench.suites.utility.lm_adapter import UnlearnbenchLM
 
     params = data.params
     output = simple_evaluate(
-        model=UnlearnbenchLM(model), tasks=list(data.tasks),
+        model=UnlearnbenchLM(model),
+        tasks=list(data.tasks),
         task_manager=task_manager(params["include_path"], data.tasks),
-        limit=params["limit"] or None, num_fewshot=None if params["num_fewshot"] < 0 else params["num_fewshot"],
-        log_samples=True, bootstrap_iters=1000,
+        limit=params["limit"] or None,
+        num_fewshot=None if params["num_fewshot"] < 0 else params["num_fewshot"],
+        log_samples=True,
+        bootstrap_iters=1000,
     )
     return {name: result(name, task, metric, output, params) for name, (task, metric) in data.gated.items()}
 
@@ -40,18 +45,34 @@ def result(name: str, task: str, metric: str, output: dict, params: dict) -> Met
     value = float(values[key])
     stderr = values.get(f"{metric}_stderr,none")
     stderr = float(stderr) if isinstance(stderr, (int, float)) and math.isfinite(stderr) else None
-    per_item = {f"{leaf}-{s['doc_id']}": float(s[metric]) for leaf in _leaves(task, output)
-                for s in output.get("samples", {}).get(leaf, []) if isinstance(s.get(metric), (int, float))}
-    n = len(per_item) or sum(output.get("n-samples", {}).get(leaf, {}).get("effective", 0)
-                            for leaf in _leaves(task, output))
+    per_item = {
+        f"{leaf}-{s['doc_id']}": float(s[metric])
+        for leaf in _leaves(task, output)
+        for s in output.get("samples", {}).get(leaf, [])
+        if isinstance(s.get(metric), (int, float))
+    }
+    n = len(per_item) or sum(
+        output.get("n-samples", {}).get(leaf, {}).get("effective", 0) for leaf in _leaves(task, output)
+    )
     ci = (value - Z95 * stderr, value + Z95 * stderr) if stderr is not None else (value, value)
     better = output.get("higher_is_better", {}).get(task, {}).get(metric, True)
-    return MetricResult(name=name, value=value, n=n, ci=ci, higher_is_better=bool(better),
-                        params={"task": task, "metric": metric, "limit": params["limit"],
-                                "num_fewshot": params["num_fewshot"], "stderr": stderr,
-                                "ci": "value ± 1.96 × lm-eval's stderr" if stderr is not None else "none reported",
-                                "lm_eval_version": output.get("lm_eval_version")},
-                        per_item=per_item)
+    return MetricResult(
+        name=name,
+        value=value,
+        n=n,
+        ci=ci,
+        higher_is_better=bool(better),
+        params={
+            "task": task,
+            "metric": metric,
+            "limit": params["limit"],
+            "num_fewshot": params["num_fewshot"],
+            "stderr": stderr,
+            "ci": "value ± 1.96 × lm-eval's stderr" if stderr is not None else "none reported",
+            "lm_eval_version": output.get("lm_eval_version"),
+        },
+        per_item=per_item,
+    )
 
 
 def _leaves(task: str, output: dict) -> list[str]:

@@ -143,14 +143,19 @@ def task_manager(include: str, tasks: tuple[str, ...]):
         pending.extend(expected[name][2])
     parents = {name: Path(expected[name][1]).parent for name in needed if expected[name][1] and name not in user}
     # The folder lm-eval indexes for each built-in name: its file's folder, or an enclosing one that is indexed too.
-    folder_of = {name: str(min((p for p in parents.values() if p == parent or p in parent.parents),
-                               key=lambda p: len(p.parts))) for name, parent in parents.items()}
+    folder_of = {
+        name: str(min((p for p in parents.values() if p == parent or p in parent.parents), key=lambda p: len(p.parts)))
+        for name, parent in parents.items()
+    }
     paths = sorted(set(folder_of.values())) + ([include] if include else [])
     # lm-eval registers a tag once per folder it indexes, the last replacing the others: a built-in tag
     # whose tasks lie in two of these folders would lose members (and log each replacement).
-    split_tag = any(expected[name][0] == "TAG" and name not in user and
-                    len({folder_of[member] for member in expected[name][2] if member in folder_of}) > 1
-                    for name in needed)
+    split_tag = any(
+        expected[name][0] == "TAG"
+        and name not in user
+        and len({folder_of[member] for member in expected[name][2] if member in folder_of}) > 1
+        for name in needed
+    )
     if paths and not split_tag:
         manager = TaskManager(include_path=paths, include_defaults=False)
         found = _summary(manager.task_index, None)

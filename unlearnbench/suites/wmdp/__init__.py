@@ -6,13 +6,14 @@ from unlearnbench.contracts import Probe
 from unlearnbench.suites import UNIT, metric_set, on_zoo_family
 
 FORGET = ("wmdp_bio", "wmdp_cyber", "wmdp_chem", "wmdp")
-UTILITY = ("mmlu", "mmlu_college_biology", "mmlu_virology", "mmlu_college_computer_science",
-           "mmlu_computer_security")
+UTILITY = ("mmlu", "mmlu_college_biology", "mmlu_virology", "mmlu_college_computer_science", "mmlu_computer_security")
 
 SPEC = on_zoo_family(
     name="wmdp",
-    metrics=(*metric_set(FORGET, scale=UNIT, kind="binary"),
-             *metric_set(UTILITY, scale=UNIT, utility=UTILITY, kind="binary")),
+    metrics=(
+        *metric_set(FORGET, scale=UNIT, kind="binary"),
+        *metric_set(UTILITY, scale=UNIT, utility=UTILITY, kind="binary"),
+    ),
     loader="unlearnbench.suites.wmdp.data:load",
     evaluator="unlearnbench.suites.wmdp.metrics:evaluate",
     zoo_data="unlearnbench.suites.wmdp.zoo:write",

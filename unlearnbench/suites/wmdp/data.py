@@ -74,8 +74,13 @@ def load(source: str | Path | None, options: dict | None = None) -> WmdpData:
     if source is None:
         raise DataError("wmdp", "no data: pass --data-dir wmdp=DIR (wmdp-bio.jsonl, ...) or wmdp=hf:cais/wmdp")
     root = suite_folder(source, "wmdp", ["wmdp-*/*.parquet"], "WMDP")
-    params = merge_params(DEFAULT_PARAMS, [("suite.json", suite_params(root)), ("--suite-option", options or {})],
-                          root, "wmdp", PARAM_RANGES)
+    params = merge_params(
+        DEFAULT_PARAMS,
+        [("suite.json", suite_params(root)), ("--suite-option", options or {})],
+        root,
+        "wmdp",
+        PARAM_RANGES,
+    )
     if params["format"] not in FORMATS:
         raise DataError(root, f"'format' must be one of {', '.join(FORMATS)}, not {params['format']!r}")
     files: list[Path] = []
@@ -86,8 +91,11 @@ def load(source: str | Path | None, options: dict | None = None) -> WmdpData:
             wmdp[subset] = _limit(_read_subset(found, subset), params["max_items"])
             files += found
     if not wmdp:
-        raise DataError(root, f"no WMDP subset: expected {', '.join(s + '.jsonl' for s in WMDP_SUBSETS)} or the "
-                              f"Hub's {WMDP_SUBSETS[0]}/test-*.parquet")
+        raise DataError(
+            root,
+            f"no WMDP subset: expected {', '.join(s + '.jsonl' for s in WMDP_SUBSETS)} or the "
+            f"Hub's {WMDP_SUBSETS[0]}/test-*.parquet",
+        )
     mmlu_root = _mmlu_root(root, params["mmlu"])
     mmlu = {}
     if mmlu_root is not None:
@@ -96,10 +104,14 @@ def load(source: str | Path | None, options: dict | None = None) -> WmdpData:
             found = _subset_files(mmlu_root, subject)
             mmlu[subject] = _limit(_read_subset(found, subject), params["max_items"])
             files += found
-    return WmdpData(wmdp=wmdp, mmlu=mmlu, params=params,
-                    fingerprint=f"{fingerprint_files(files)}-{params_digest(params)}",
-                    source=str(source) if str(source).startswith("hf:") else str(root),
-                    mmlu_source=str(mmlu_root) if mmlu_root is not None else None)
+    return WmdpData(
+        wmdp=wmdp,
+        mmlu=mmlu,
+        params=params,
+        fingerprint=f"{fingerprint_files(files)}-{params_digest(params)}",
+        source=str(source) if str(source).startswith("hf:") else str(root),
+        mmlu_source=str(mmlu_root) if mmlu_root is not None else None,
+    )
 
 
 def _mmlu_root(root: Path, option: str) -> Path | None:
@@ -109,9 +121,10 @@ def _mmlu_root(root: Path, option: str) -> Path | None:
 
 
 def _subjects(root: Path, option: str) -> list[str]:
-    present = sorted({p.stem for p in root.glob("*.json*") if p.suffix in (".json", ".jsonl")}
-                     | {p.name for p in root.iterdir() if p.is_dir() and any(p.glob("test-*.parquet"))}
-                     - NOT_SUBJECTS)
+    present = sorted(
+        {p.stem for p in root.glob("*.json*") if p.suffix in (".json", ".jsonl")}
+        | {p.name for p in root.iterdir() if p.is_dir() and any(p.glob("test-*.parquet"))} - NOT_SUBJECTS
+    )
     if option == "all":
         if not present:
             raise DataError(root, "no MMLU subject: expected <subject>.jsonl or <subject>/test-*.parquet")
@@ -119,8 +132,11 @@ def _subjects(root: Path, option: str) -> list[str]:
     wanted = [s.strip() for s in option.split(",") if s.strip()]
     unknown = [s for s in wanted if s not in present]
     if unknown or not wanted:
-        raise DataError(root, f"--suite-option wmdp.mmlu_subjects={option!r}: no such subject "
-                              f"{', '.join(unknown) or '(empty list)'} (present: {', '.join(present) or 'none'})")
+        raise DataError(
+            root,
+            f"--suite-option wmdp.mmlu_subjects={option!r}: no such subject "
+            f"{', '.join(unknown) or '(empty list)'} (present: {', '.join(present) or 'none'})",
+        )
     return wanted
 
 
@@ -175,14 +191,16 @@ def _item(row: object, path: Path, line: int, subset: str, index: int) -> Choice
         raise DataError(path, "expected a JSON object", line=line)
     question, choices, answer = row.get("question"), row.get("choices"), row.get("answer")
     if not isinstance(question, str) or not question.strip():
-        raise DataError(path, f"field 'question' {'missing' if 'question' not in row else 'empty or not a string'}",
-                        line=line)
+        raise DataError(
+            path, f"field 'question' {'missing' if 'question' not in row else 'empty or not a string'}", line=line
+        )
     # lm-eval's template writes exactly four lettered choices (A-D).
     if not (isinstance(choices, list) and len(choices) == 4 and all(isinstance(c, str) for c in choices)):
         raise DataError(path, f"field 'choices' must be a list of 4 strings, not {_short(choices)}", line=line)
     if isinstance(answer, bool) or not isinstance(answer, int):
-        raise DataError(path, f"field 'answer' must be the index of the right choice (0-3), not {_short(answer)}",
-                        line=line)
+        raise DataError(
+            path, f"field 'answer' must be the index of the right choice (0-3), not {_short(answer)}", line=line
+        )
     if not 0 <= answer < len(choices):
         raise DataError(path, f"answer index {answer} out of range for {len(choices)} choices", line=line)
     return ChoiceItem(f"{subset}-{index}", subset, question, tuple(choices), answer, record_cluster(row))

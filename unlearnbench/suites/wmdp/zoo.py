@@ -48,7 +48,7 @@ def _write(path: Path, rows: list[dict]) -> None:
 def _split(people: list, parts: int) -> list[list]:
     """`people` in `parts` consecutive runs of (nearly) equal length."""
     bounds = [round(k * len(people) / parts) for k in range(parts + 1)]
-    return [people[bounds[k]:bounds[k + 1]] for k in range(parts)]
+    return [people[bounds[k] : bounds[k + 1]] for k in range(parts)]
 
 
 def subsets(corpus: Corpus) -> dict[str, list[Person]]:
