@@ -19,7 +19,7 @@ import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from unlearnbench.errors import UnlearnbenchError
 
@@ -149,7 +149,7 @@ class FunctionRef:
     """A suite's function, given or named "module:function", checked against
     its contract (`CALLED_WITH`) when it is first resolved."""
 
-    def __init__(self, target: str | Callable, contract: type, owner: str):
+    def __init__(self, target: str | Callable[..., Any], contract: type, owner: str):
         if isinstance(target, str) and not _REFERENCE.match(target):
             raise UnlearnbenchError(f"{owner}: {target!r} is not a 'module:function' reference")
         if not isinstance(target, str) and not callable(target):
@@ -157,7 +157,7 @@ class FunctionRef:
                 f"{owner}: expected a function or a 'module:function' reference, got {type(target).__name__}"
             )
         self.target, self.contract, self.owner = target, contract, owner
-        self._function: Callable | None = None
+        self._function: Callable[..., Any] | None = None
 
     @property
     def name(self) -> str:
@@ -166,7 +166,7 @@ class FunctionRef:
             return self.target
         return f"{self.target.__module__}:{getattr(self.target, '__qualname__', repr(self.target))}"
 
-    def resolve(self) -> Callable:
+    def resolve(self) -> Callable[..., Any]:
         if self._function is None:
             function = self.target if callable(self.target) else _imported(self.target, self.owner)
             _check_signature(function, CALLED_WITH[self.contract], f"{self.owner} ({self.name})")
@@ -186,7 +186,7 @@ class FunctionRef:
         return f"FunctionRef({self.name!r}, {self.contract.__name__})"
 
 
-def _imported(target: str, owner: str) -> Callable:
+def _imported(target: str, owner: str) -> Callable[..., Any]:
     module, _, attribute = target.partition(":")
     try:
         function = getattr(importlib.import_module(module), attribute)
@@ -194,10 +194,10 @@ def _imported(target: str, owner: str) -> Callable:
         raise UnlearnbenchError(f"{owner}: cannot import {target} ({type(exc).__name__}: {exc})") from exc
     if not callable(function):
         raise UnlearnbenchError(f"{owner}: {target} is a {type(function).__name__}, not a function")
-    return function
+    return cast("Callable[..., Any]", function)
 
 
-def _check_signature(function: Callable, arguments: Sequence[str], where: str) -> None:
+def _check_signature(function: Callable[..., Any], arguments: Sequence[str], where: str) -> None:
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):  # a builtin without a signature: trusted as given

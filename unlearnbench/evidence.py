@@ -37,12 +37,14 @@ import gc
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from unlearnbench.metrics.core import MetricResult, percentile_ci
 from unlearnbench.rule import DEFAULT_POWER
 
+K = TypeVar("K")  # what names a check in a family (its name, or (suite, check))
 # The smallest p-value an interval found by bisection tells apart from 0.
 P_RESOLUTION = 1e-12
 # The weight of the two pseudo-items at the ends of the scale with which a
@@ -99,8 +101,10 @@ class Estimate:
             edge = interval[0] if self.value > threshold else interval[1]
             return items_needed(self.n, abs(self.value - edge), abs(self.value - threshold))
 
+        at_size = self.interval_at_size
+
         def clear(size: float) -> bool:
-            low, high = self.interval_at_size(level, size)
+            low, high = at_size(level, size)
             return low > threshold if self.value > threshold else high < threshold
 
         high = self.n + 1
@@ -375,7 +379,7 @@ def difference_estimate(
     return Estimate(value, candidate.n, "mover-unpaired", mover, p_floor=max(a_est.p_floor, b_est.p_floor))
 
 
-def holm_adjusted(p_values: dict, alpha: float) -> dict:
+def holm_adjusted(p_values: dict[K, float], alpha: float) -> dict[K, float]:
     """Holm-Bonferroni over one family: {name: Holm-adjusted p-value}; a check
     is decided where its adjusted p-value is <= alpha (statsmodels)."""
     from statsmodels.stats.multitest import multipletests

@@ -27,7 +27,7 @@ class DecisionRule:
     point_estimate: bool = False  # decide on the value alone, as papers' tables do (no correction then)
     strict: bool = False  # a check the evidence does not decide fails
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.point_estimate:  # nothing to correct: no check is decided by an interval
             object.__setattr__(self, "correction", "none")
 
@@ -52,7 +52,7 @@ class DecisionRule:
             + f". mde and n_needed aim at {100 * self.power:.0f}% power"
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {
             "rule": self.name,
             "alpha": self.alpha,

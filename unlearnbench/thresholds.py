@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import Any
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -139,8 +140,8 @@ class Decision:
 
     outcome: Outcome
     code: Code
-    fields: dict
-    facts: dict = field(default_factory=dict)
+    fields: dict[str, Any]
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ class Verdict:
     def underpowered(self) -> bool:
         return self.lean is not None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Plain JSON values (records travel between xdist workers as such)."""
         out = asdict(self)
         out["outcome"] = Outcome(self.outcome).value
@@ -222,7 +223,7 @@ class Check:
     margin: float = 0.0
     scale: tuple[float, float] | None = None  # the metric's range, from the suite registry
     kind: str = "unbounded"  # what its items are (rule.METRIC_KINDS), from the suite registry
-    requires: Mapping[str, object] = field(default_factory=dict)
+    requires: Mapping[str, Any] = field(default_factory=dict)
     axis: str | None = None
     or_bound: float | None = None
     enabled: bool = True
@@ -235,7 +236,7 @@ class Check:
             self.requires.get("separated_from"),
             "full" if "full_at_least" in self.requires else None,
         ]
-        return tuple(dict.fromkeys(r for r in roles if r))
+        return tuple(dict.fromkeys(str(r) for r in roles if r))
 
     def judge(
         self,
@@ -280,17 +281,21 @@ class Check:
             return Decision(Outcome.SKIP, Code.NOT_GATED, base | {"value": result.value, "ci": tuple(result.ci)})
         if not _finite(result):
             return Decision(Outcome.FAIL, Code.NOT_FINITE, base, {"value": result.value, "ci": list(result.ci)})
-        yardstick = None
+        yardstick: MetricResult | None = None
+        bound: float
         if absolute:  # judged as an absolute check: the verdict names no reference model
+            assert self.or_bound is not None  # returned above without one
             bound, form = self.or_bound, BoundForm.NO_REFERENCE
             base.update(relative_to=None, margin=None)
             relative_bound = None
         elif self.relative_to:
-            yardstick = reference[self.metric]
-            if isinstance(yardstick, Unavailable):
-                return Decision(Outcome.SKIP, Code.REFERENCE_UNAVAILABLE, base, {"why": yardstick.reason})
-            if not _finite(yardstick):
-                return Decision(Outcome.FAIL, Code.REFERENCE_NOT_FINITE, base, {"value": yardstick.value})
+            assert reference is not None  # not `absolute`: the reference model's metrics are given
+            found = reference[self.metric]
+            if isinstance(found, Unavailable):
+                return Decision(Outcome.SKIP, Code.REFERENCE_UNAVAILABLE, base, {"why": found.reason})
+            if not _finite(found):
+                return Decision(Outcome.FAIL, Code.REFERENCE_NOT_FINITE, base, {"value": found.value})
+            yardstick = found
             relative_bound = (
                 yardstick.value - self.margin if self.direction == "at_least" else yardstick.value + self.margin
             )
@@ -303,10 +308,12 @@ class Check:
                 else:
                     form = BoundForm.RELATIVE_LOOSER
         else:
+            assert self.bound is not None  # an absolute check has its bound (validated at load)
             bound, form, relative_bound = self.bound, BoundForm.ABSOLUTE, None
-        relative = base["relative_to"] is not None
-        if relative:  # decide on the difference from the reference, over the same items
-            estimate = difference_estimate(result, yardstick, self.kind, self.scale)
+        against = yardstick if base["relative_to"] is not None else None
+        relative = against is not None
+        if against is not None:  # decide on the difference from the reference, over the same items
+            estimate = difference_estimate(result, against, self.kind, self.scale)
             threshold = relative_threshold(self)
         else:
             estimate = value_estimate(result, self.kind, self.scale)
@@ -318,8 +325,8 @@ class Check:
             ci=tuple(result.ci),
             bound=bound,
             n=result.n,
-            reference_value=yardstick.value if relative else None,
-            reference_ci=tuple(yardstick.ci) if relative else None,
+            reference_value=against.value if against else None,
+            reference_ci=tuple(against.ci) if against else None,
             difference=estimate.value if relative else None,
             decision_ci=interval,
             interval=estimate.method,
@@ -330,7 +337,10 @@ class Check:
         )
         p_value = estimate.p_value(threshold)
         judged.update(p_value=p_value, p_below=p_value is not None and p_value <= estimate.p_floor)
-        good = (lambda x: x >= threshold) if self.direction == "at_least" else (lambda x: x <= threshold)
+
+        def good(x: float) -> bool:
+            return x >= threshold if self.direction == "at_least" else x <= threshold
+
         point_ok = good(estimate.value)
         facts = {
             "form": form,
@@ -342,9 +352,9 @@ class Check:
             "level": 1 - rule.alpha,
         }
         inconclusive = Outcome.FAIL if rule.strict else Outcome.INCONCLUSIVE  # --strict-ci fails an undecided check
-        found = self._why_inconclusive(bound, reference, others or {}, rule)
-        if found:
-            code, why = found
+        separation = self._why_inconclusive(bound, reference, others or {}, rule)
+        if separation:
+            code, why = separation
             return Decision(inconclusive, code, judged, facts | why)
         if rule.point_estimate:
             return Decision(
@@ -374,7 +384,7 @@ class Check:
         needed = estimate.needed(threshold, rule.alpha, rule.power)
         return Decision(inconclusive, code, judged | {"lean": lean, "n_needed": needed}, facts)
 
-    def _verdict_fields(self, rule: DecisionRule) -> dict:
+    def _verdict_fields(self, rule: DecisionRule) -> dict[str, Any]:
         return dict(
             suite=self.suite,
             check=self.name,
@@ -405,7 +415,7 @@ class Check:
         self,
         references: Mapping[str, Mapping[str, MetricResult | Unavailable] | None],
         rule: DecisionRule = DecisionRule(),
-    ) -> dict | None:
+    ) -> dict[str, Any] | None:
         """The preflight of this check from the reference models' results alone
         (docs/verdicts.md), for a candidate that scores what its reference does
         (the relative check's reference; for an absolute check, the retain
@@ -431,6 +441,7 @@ class Check:
             if self.or_bound is not None:  # the looser of the two is the bound
                 bound = min(bound, self.or_bound) if self.direction == "at_least" else max(bound, self.or_bound)
         else:
+            assert self.bound is not None  # an absolute check has its bound (validated at load)
             bound = self.bound
         margin = result.value - bound if self.direction == "at_least" else bound - result.value
         mde = result.value - interval[0] if self.direction == "at_least" else interval[1] - result.value
@@ -451,7 +462,13 @@ class Check:
             "clusters": estimate.clusters,
         }
 
-    def _why_inconclusive(self, bound: float, reference, others, rule: DecisionRule) -> tuple[Code, dict] | None:
+    def _why_inconclusive(
+        self,
+        bound: float,
+        reference: Mapping[str, MetricResult | Unavailable] | None,
+        others: Mapping[str, Mapping[str, MetricResult | Unavailable] | None],
+        rule: DecisionRule,
+    ) -> tuple[Code, dict[str, Any]] | None:
         """(why this bound cannot separate good from bad checkpoints, its numbers), or None."""
         if self.scale is not None:
             low, high = self.scale
@@ -464,13 +481,13 @@ class Check:
                 }
         share = self.requires.get("reference_answers_at_least")
         yardstick = reference[self.metric] if reference else None
-        if share is not None and yardstick is not None and yardstick.per_item:
+        if share is not None and isinstance(yardstick, MetricResult) and yardstick.per_item:
             answered = sum(v > 0 for v in yardstick.per_item.values()) / len(yardstick.per_item)
             if answered < share:
                 return Code.REFERENCE_ANSWERS_TOO_FEW, {"answered": answered, "required": share}
         floor = self.requires.get("full_at_least")
         full = (others.get("full") or {}).get(self.metric) if floor is not None else None
-        if isinstance(full, MetricResult) and _finite(full) and full.value < floor:
+        if floor is not None and isinstance(full, MetricResult) and _finite(full) and full.value < floor:
             return Code.NOTHING_TO_FORGET, {"full": full.value, "required": floor}
         role = self.requires.get("separated_from")
         other = (others.get(role) or {}).get(self.metric) if role else None
@@ -551,7 +568,7 @@ def explain(check: Check, decision: Decision) -> str:
     return f"inconclusive (underpowered, leans {f['lean']}): {verdict_text}, but {why}; {more}{strict}"
 
 
-def _bound_text(check: Check, bound: float, facts: dict) -> str:
+def _bound_text(check: Check, bound: float, facts: dict[str, Any]) -> str:
     form = facts["form"]
     if form is BoundForm.ABSOLUTE:
         return f"{bound:.4g}"
@@ -566,7 +583,7 @@ def _bound_text(check: Check, bound: float, facts: dict) -> str:
     return relative
 
 
-def _why_not_separated(check: Check, code: Code, facts: dict, level: str) -> tuple[str, str]:
+def _why_not_separated(check: Check, code: Code, facts: dict[str, Any], level: str) -> tuple[str, str]:
     """(why the bound cannot separate checkpoints, what would let it)."""
     more_data = (
         f"Use data the {check.relative_to or 'checkpoint'} model can answer, more in-context examples "
@@ -574,6 +591,7 @@ def _why_not_separated(check: Check, code: Code, facts: dict, level: str) -> tup
     )
     forgettable = "An evaluation of forgetting needs data the full model answers"
     if code is Code.BOUND_AT_SCALE_END:
+        assert check.scale is not None  # a scale end is found only on a declared scale
         low, high = check.scale
         return (
             f"the bound is at or past the {facts['end']} of {check.metric}'s scale [{low:g}, {high:g}], so no "
@@ -597,7 +615,7 @@ def _why_not_separated(check: Check, code: Code, facts: dict, level: str) -> tup
     ), f"{forgettable} better than the {check.relative_to} model, or more items"
 
 
-def power_line(power: dict) -> str:
+def power_line(power: dict[str, Any]) -> str:
     """'underpowered: dusk.verbatim_forgotten can tell differences >= 0.11 at 80% power with n=128 items in 16
     clusters; its margin is 0.05; ~600 items would', or 'ok: ...' for a check its n can decide."""
     clusters = f" in {power['clusters']} clusters" if power.get("clusters") and power["clusters"] < power["n"] else ""
@@ -625,7 +643,7 @@ def relative_threshold(check: Check) -> float:
     return -check.margin if check.direction == "at_least" else check.margin
 
 
-def _number(value, path, check, field) -> float:
+def _number(value: object, path: str | Path, check: str | None, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ThresholdsError(path, f"'{field}' must be a finite number, not {value!r}", check)
     return float(value)
@@ -633,7 +651,7 @@ def _number(value, path, check, field) -> float:
 
 def _validate_check(
     name: str,
-    fields: Mapping,
+    fields: Mapping[str, Any],
     suite: str,
     metrics: tuple[str, ...],
     path: str,
@@ -704,13 +722,15 @@ def _validate_check(
     )
 
 
-def _kind(metric: str, scales: Mapping[str, tuple[float, float]], kinds) -> str:
+def _kind(
+    metric: str, scales: Mapping[str, tuple[float, float]], kinds: Mapping[str, str] | Callable[[str], str]
+) -> str:
     """The metric's declared kind (a mapping, or an open suite's function of the name); else by its scale."""
     declared = kinds(metric) if callable(kinds) else kinds.get(metric)
     return declared or ("bounded" if metric in scales else "unbounded")
 
 
-def _requirements(raw, relative_to: str | None, path: str, check: str) -> dict:
+def _requirements(raw: object, relative_to: str | None, path: str, check: str) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         raise ThresholdsError(path, f"'requires' must be a mapping, not {type(raw).__name__}", check)
     unknown = set(raw) - set(REQUIREMENTS)
@@ -744,7 +764,7 @@ def _requirements(raw, relative_to: str | None, path: str, check: str) -> dict:
     return out
 
 
-def _read_yaml(path: Path):
+def _read_yaml(path: Path) -> Any:
     if not path.is_file():
         raise ThresholdsError(path, "file not found")
     try:
@@ -798,7 +818,11 @@ def apply_overrides(path: Path, gates: dict[str, dict[str, Check]], metrics: Map
             if not isinstance(fields, Mapping):
                 raise ThresholdsError(path, f"expected a mapping of fields, not {type(fields).__name__}", name)
             current = gates[suite][name]
-            merged = {"metric": current.metric, "direction": current.direction, "rationale": current.rationale}
+            merged: dict[str, Any] = {
+                "metric": current.metric,
+                "direction": current.direction,
+                "rationale": current.rationale,
+            }
             if current.axis:
                 merged["axis"] = current.axis
             if not current.enabled:

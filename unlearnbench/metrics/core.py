@@ -118,7 +118,7 @@ def bootstrap_indices(sizes: Sequence[int], resamples: int = BOOTSTRAP_RESAMPLES
     return [rng.integers(0, n, (resamples, n)) for n in sizes]
 
 
-def percentile_ci(values: Sequence[float], alpha: float = 0.05) -> tuple[float, float]:
+def percentile_ci(values: Sequence[float] | np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
     """The (1 - alpha) percentile interval of bootstrap values (NaN, NaN when
     none): numpy's linear percentile, except that an end reaching an infinite
     value (an unbounded resample of a relative metric) is infinite, not the

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,7 +165,8 @@ class SuiteSpec:
             self.open_metrics,
             self.open_kind,
         )
-        return [h for h in hooks if isinstance(h, FunctionRef)] + [p.function for p in self.probes]  # type: ignore[misc]
+        probes = [p.function for p in self.probes]
+        return [h for h in (*hooks, *probes) if isinstance(h, FunctionRef)]
 
     def check_functions(self) -> None:
         """Import every function the spec names and check its signature: a
@@ -174,46 +176,59 @@ class SuiteSpec:
             function.resolve()
 
     @property
+    def declared(self) -> tuple[Metric, ...]:
+        """The metrics, each a `Metric` (a bare name given became one)."""
+        return tuple(m for m in self.metrics if isinstance(m, Metric))
+
+    @property
     def metric_names(self) -> tuple[str, ...]:
-        return tuple(m.name for m in self.metrics)
+        return tuple(m.name for m in self.declared)
 
     @property
     def scale_of(self) -> dict[str, tuple[float, float]]:
-        return {m.name: m.scale for m in self.metrics if m.scale is not None}
+        return {m.name: m.scale for m in self.declared if m.scale is not None}
 
     @property
     def kind_of(self) -> dict[str, str] | Callable[[str], str]:
         """{metric: kind}, or (an open suite) the kind of a metric's name."""
-        return self.open_kind.resolve() if self.open_kind else {m.name: m.kind for m in self.metrics}
+        if isinstance(self.open_kind, FunctionRef):
+            return self.open_kind.resolve()
+        return {m.name: m.kind or "unbounded" for m in self.declared}
 
     @property
     def measured_against(self) -> dict[str, str]:
-        return {m.name: m.measured_against for m in self.metrics if m.measured_against}
+        return {m.name: m.measured_against for m in self.declared if m.measured_against}
 
     @property
     def utility_metrics(self) -> tuple[str, ...]:
-        return tuple(m.name for m in self.metrics if m.utility)
+        return tuple(m.name for m in self.declared if m.utility)
 
     @property
     def known_metrics(self) -> tuple[str, ...] | Callable[[str], str | None]:
         """What a gate of this suite may name: its metrics, or (an open suite) a check of a name."""
-        return self.open_metrics.resolve() if self.open_metrics else self.metric_names
+        return self.open_metrics.resolve() if isinstance(self.open_metrics, FunctionRef) else self.metric_names
 
-    def load_data(self, source, options: dict, gated: tuple[str, ...] = ()) -> SuiteData:
+    def load_data(self, source: str | Path | None, options: dict[str, Any], gated: tuple[str, ...] = ()) -> SuiteData:
         """The suite's data; an open suite's loader also gets the metrics its gate names."""
-        data = self.loader(source, options, gated) if self.open_metrics else self.loader(source, options)
+        loader = self._function(self.loader)
+        data = loader(source, options, gated) if self.open_metrics else loader(source, options)
         if not isinstance(data, SuiteData):
             missing = [f for f in ("fingerprint", "source", "params") if not hasattr(data, f)]
             raise UnlearnbenchError(
-                f"suite {self.name}: its loader ({self.loader.name}) returned a "
-                f"{type(data).__name__} without {', '.join(missing)} "
-                "(unlearnbench.api.SuiteData)"
+                f"suite {self.name}: its loader ({loader.name}) returned a {type(data).__name__} without "
+                f"{', '.join(missing)} (unlearnbench.api.SuiteData)"
             )
         return data
 
     @property
-    def evaluate(self) -> Callable:
-        return self.evaluator.resolve()
+    def evaluate(self) -> Callable[..., Any]:
+        return self._function(self.evaluator).resolve()
+
+    @staticmethod
+    def _function(target: object) -> FunctionRef:
+        """A function field, as `__post_init__` made it."""
+        assert isinstance(target, FunctionRef)
+        return target
 
     def probe(self, name: str) -> Probe:
         return next(p for p in self.probes if p.name == name)
@@ -265,7 +280,10 @@ def sweep_checkpoints(suite: str, models: list, shard=None, zoo_extra: tuple[str
 def default_file(suite: str, relative: str) -> Path | None:
     """A suite's default file (`thresholds/<suite>.yaml`, `suites/<suite>/test_<suite>.py`)
     where its spec's `defaults` module keeps it, else None."""
-    folder = Path(importlib.import_module(SUITES[suite].defaults).__file__).resolve().parent
+    module = importlib.import_module(SUITES[suite].defaults)
+    if module.__file__ is None:  # a namespace package: no folder of its own to hold defaults
+        return None
+    folder = Path(module.__file__).resolve().parent
     for root in (folder / "defaults", folder.parent):
         if (root / relative).is_file():
             return root / relative
