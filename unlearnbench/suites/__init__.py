@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from unlearnbench.contracts import (
     Evaluator,
