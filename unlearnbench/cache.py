@@ -28,7 +28,7 @@ import hmac
 import io
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,7 +135,7 @@ class DiskCache:
         arrays: dict[str, np.ndarray] = {}
         structure = json.dumps({"parts": parts, "value": _encode(value, arrays)}, default=str)
         buffer = io.BytesIO()
-        np.savez(buffer, __json__=np.frombuffer(structure.encode(), dtype=np.uint8), **arrays)
+        np.savez(buffer, __json__=np.frombuffer(structure.encode(), dtype=np.uint8), **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as its bool flag
         payload = buffer.getvalue()
         atomic_write_bytes(path, MAGIC + payload_tag(payload, self.secret).encode() + b"\n" + payload)
 
@@ -206,7 +206,7 @@ class SuiteMemo:
     def __init__(self, disk: DiskCache, suite: str, data_fingerprint: str, version: int):
         self.disk, self.suite, self.data, self.version = disk, suite, data_fingerprint, version
 
-    def _parts(self, op: str, models: dict, params: dict) -> dict:
+    def _parts(self, op: str, models: Mapping[str, Any], params: dict) -> dict:
         return {
             "op": f"{self.suite}:{op}",
             "data": self.data,
@@ -215,7 +215,7 @@ class SuiteMemo:
             "params": params,
         }
 
-    def get_or_compute(self, op: str, models: dict, params: dict, compute: Callable[[], Any]) -> Any:
+    def get_or_compute(self, op: str, models: Mapping[str, Any], params: dict, compute: Callable[[], Any]) -> Any:
         return self.disk.get_or_compute(self._parts(op, models, params), compute)
 
     def lookup(self, op: str, params: dict) -> tuple[bool, Any]:

@@ -154,6 +154,8 @@ class UnlearnbenchCallback(TrainerCallback):
     def _evaluate(self, args, state, control, model, hook_kwargs) -> None:
         from unlearnbench.models.handle import ModelHandle
 
+        assert self.bench is not None, "on_train_begin prepares the bench"
+
         tokenizer = self.tokenizer or hook_kwargs.get("processing_class") or hook_kwargs.get("tokenizer")
         if tokenizer is None or not hasattr(tokenizer, "apply_chat_template"):
             raise UnlearnbenchError(
@@ -181,7 +183,7 @@ class UnlearnbenchCallback(TrainerCallback):
         finally:
             self.bench.release(spec)  # the finite-logits hook comes off; the weights are the trainer's
             model.train(was_training)
-        self._write_report(records, args, step, time.perf_counter() - started)
+        report = self._write_report(records, args, step, time.perf_counter() - started)
         self.evaluated_steps.append(step)
         logs = {
             f"unlearnbench/{r['suite']}/{name}": metric["value"]
@@ -189,7 +191,7 @@ class UnlearnbenchCallback(TrainerCallback):
             for name, metric in (r.get("metrics") or {}).items()
             if isinstance(metric.get("value"), (int, float))
         }
-        verdict = self.report["assessment"]["verdicts"][spec.name]
+        verdict = report["assessment"]["verdicts"][spec.name]
         # This step passes for the run only at the level of its look (report/verdicts.py: a selection among steps).
         level = looks_level(self.bench.options.rule.alpha, len(self.evaluated_steps))
         selected = verdict["verdict"] == "pass" and passes_at(
@@ -214,12 +216,14 @@ class UnlearnbenchCallback(TrainerCallback):
             record, _ = check_record(self.bench, spec, suite, check, self._sent)
         except RecordedError as exc:
             if not exc.expected:
+                assert exc.__cause__ is not None  # RecordedError is raised from what broke
                 raise exc.__cause__ from None
             record = exc.record
         return record
 
-    def _write_report(self, records: list[dict], args, step: int, seconds: float) -> None:
+    def _write_report(self, records: list[dict], args, step: int, seconds: float) -> dict:
         """This evaluation's report: the run's every step so far, so its curve grows with the training."""
+        assert self.bench is not None, "on_train_begin prepares the bench"
         if self.report is None:
             o = self._options
             self.report = new_report(
@@ -249,6 +253,7 @@ class UnlearnbenchCallback(TrainerCallback):
         directory = self._report_dir / f"step-{step}"
         directory.mkdir(parents=True, exist_ok=True)
         self.reports.append(write_outputs(self.report, directory).json)
+        return self.report
 
 
 def _own_copy(tokenizer):

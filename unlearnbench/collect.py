@@ -76,7 +76,9 @@ def check_items(module: pytest.Module, suite: str, checkpoints: list) -> list[py
     that says so."""
     if not checkpoints:
         return [NeedsCheckpoints.from_parent(module, name="test_needs_checkpoints", suite=suite)]
-    names = [c for c in yaml_check_names(thresholds_file(module.path, suite)) if not hasattr(module.obj, f"test_{c}")]
+    names: list[str | None] = [
+        c for c in yaml_check_names(thresholds_file(module.path, suite)) if not hasattr(module.obj, f"test_{c}")
+    ]
     if not hasattr(module.obj, "test_no_regression"):
         names.append(None)
     return [

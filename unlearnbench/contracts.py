@@ -225,3 +225,9 @@ class Probe:
     def __post_init__(self) -> None:
         if not isinstance(self.function, FunctionRef):
             object.__setattr__(self, "function", FunctionRef(self.function, ProbeFunction, f"probe {self.name}"))
+
+    def measure(self, model: LanguageModel, data: Any, refs: References) -> MetricResult | Unavailable:
+        """The probe's value on `model`: its owner's function on its owner's data."""
+        assert isinstance(self.function, FunctionRef)  # made one above
+        result: MetricResult | Unavailable = self.function(model, data, refs)
+        return result

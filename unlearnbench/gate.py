@@ -25,7 +25,7 @@ class Gate:
         record the verdict for the report, then skip, fail or pass the test."""
         from unlearnbench.records import RecordedError, check_record
 
-        name = name or self.node.originalname.removeprefix("test_")
+        name = name or getattr(self.node, "originalname", self.node.name).removeprefix("test_")
         try:
             record, verdict = check_record(
                 self.state.bench,
@@ -39,6 +39,7 @@ class Gate:
         except RecordedError as exc:
             self._send(exc.record)
             if not exc.expected or self.state.run_options.long_tracebacks:
+                assert exc.__cause__ is not None  # RecordedError is raised from what broke
                 raise exc.__cause__ from None
             record, verdict = exc.record, None
         if verdict is None:

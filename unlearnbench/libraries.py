@@ -23,7 +23,7 @@ def bitsandbytes() -> ModuleType:
         kernels = sys.modules.get("kernels")
         cpu_ops = logging.getLogger("bitsandbytes.backends.cpu.ops")
         level = cpu_ops.level
-        sys.modules["kernels"] = None  # `from kernels import ...` raises ImportError, which bitsandbytes handles
+        sys.modules["kernels"] = None  # type: ignore[assignment]  # `from kernels import ...` raises ImportError, which bitsandbytes handles
         cpu_ops.setLevel(logging.ERROR)  # its warning that the kernel did not load
         try:
             import bitsandbytes.functional  # noqa: F401

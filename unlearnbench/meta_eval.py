@@ -27,6 +27,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -87,7 +88,7 @@ def oriented(metric: dict) -> float | None:
     return -value if metric.get("higher_is_better") else value
 
 
-def faithfulness(values: dict[str, float], labels: Labels) -> dict | None:
+def faithfulness(values: dict[str, float], labels: Labels) -> dict[str, Any] | None:
     """AUC(knows above never_saw) with a bootstrap CI over the checkpoints;
     None without both groups. With fewer than two checkpoints in a group the
     bootstrap has nothing to resample: no CI, and `ci_note` says why."""
@@ -96,7 +97,12 @@ def faithfulness(values: dict[str, float], labels: Labels) -> dict | None:
     if not positives or not negatives:
         return None
     matrix = mia.comparison_matrix(positives, negatives)
-    out = {"auc": float(matrix.mean()), "ci": None, "knows": len(positives), "never_saw": len(negatives)}
+    out: dict[str, Any] = {
+        "auc": float(matrix.mean()),
+        "ci": None,
+        "knows": len(positives),
+        "never_saw": len(negatives),
+    }
     if min(len(positives), len(negatives)) < MIN_PER_LABEL:
         out["ci_note"] = (
             f"no CI: {len(positives)} knows / {len(negatives)} never-saw checkpoint(s); a CI needs at "
@@ -108,7 +114,7 @@ def faithfulness(values: dict[str, float], labels: Labels) -> dict | None:
     return out
 
 
-def robustness(metrics: dict[str, dict], probe: str, labels: Labels) -> dict | None:
+def robustness(metrics: dict[str, dict], probe: str, labels: Labels) -> dict[str, Any] | None:
     """R, Q and HM(R, Q) of a probe from {checkpoint: robustness metrics}."""
 
     def m(checkpoint: str, name: str) -> float | None:
@@ -117,20 +123,25 @@ def robustness(metrics: dict[str, dict], probe: str, labels: Labels) -> dict | N
             return None
         return value if registered_probes()[probe][1].more_is_knowledge else 1 - value
 
-    if m(labels.retain, "before") is None:
+    retain_before, retain_relearned = m(labels.retain, "before"), m(labels.retain, "after_relearn")
+    if retain_before is None:
         return None
-    delta_retain = m(labels.retain, "before") - m(labels.retain, "after_relearn")
-    unlearned = [c for c in metrics if c not in {*labels.never_saw, labels.retain} and m(c, "before") is not None]
-    r_values, q_values = {}, {}
-    for c in unlearned:
-        delta = m(c, "before") - m(c, "after_relearn")
-        if delta != 0:
-            r_values[c] = min(delta_retain / delta, 1.0)
-        if m(c, "before") > 0 and m(c, "after_quant4") is not None:
-            q_values[c] = min(m(c, "after_quant4") / m(c, "before"), 1.0)
+    # Without relearning results (the attack was not run) there is no R, only Q.
+    delta_retain = retain_before - retain_relearned if retain_relearned is not None else None
+    r_values: dict[str, float] = {}
+    q_values: dict[str, float] = {}
+    for c in metrics:
+        before = m(c, "before")
+        if c in {*labels.never_saw, labels.retain} or before is None:
+            continue
+        relearned, quantized = m(c, "after_relearn"), m(c, "after_quant4")
+        if delta_retain is not None and relearned is not None and before - relearned != 0:
+            r_values[c] = min(delta_retain / (before - relearned), 1.0)
+        if before > 0 and quantized is not None:
+            q_values[c] = min(quantized / before, 1.0)
     r = float(np.mean(list(r_values.values()))) if r_values else None
     q = float(np.mean(list(q_values.values()))) if q_values else None
-    out = {"R": r, "Q": q, "HM": None, "R_per_checkpoint": r_values, "Q_per_checkpoint": q_values}
+    out: dict[str, Any] = {"R": r, "Q": q, "HM": None, "R_per_checkpoint": r_values, "Q_per_checkpoint": q_values}
     if r is None or q is None:
         out["hm_note"] = "no HM: R or Q is undefined (no checkpoint where it is)"
     elif r <= 0 or q <= 0:
@@ -166,7 +177,7 @@ def meta_evaluate(report: dict, labels: Labels) -> dict:
                     by_metric.setdefault((suite, name), {})[checkpoint] = value
             if suite == "robustness":
                 robustness_metrics[checkpoint] = result.get("metrics", {})
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (suite, name), values in sorted(by_metric.items()):
         if (suite, name) in utility:
             continue

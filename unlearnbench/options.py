@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from unlearnbench.cache import DEFAULT_CACHE_DIR
 from unlearnbench.errors import UnlearnbenchError
@@ -117,7 +118,7 @@ class BenchOptions:
                     )
 
     @classmethod
-    def from_command_line(cls, get: Callable[[str], object], *, cache_secret: bytes | None = None) -> BenchOptions:
+    def from_command_line(cls, get: Callable[[str], Any], *, cache_secret: bytes | None = None) -> BenchOptions:
         """The plugin's options (`get(dest)`: pytest's `config.getoption`), parsed and validated."""
         from unlearnbench.suites import SUITES
 
@@ -190,7 +191,7 @@ class RunOptions:
     long_tracebacks: bool = False  # pytest --tb=long: an error's traceback through our code, not one line
 
     @classmethod
-    def from_command_line(cls, get: Callable[[str], object], rootpath: Path) -> RunOptions:
+    def from_command_line(cls, get: Callable[[str], Any], rootpath: Path) -> RunOptions:
         from unlearnbench.report.baseline import RegressionRule
 
         rules = tuple(RegressionRule.parse(r) for r in get("fail_on_regression"))

@@ -380,10 +380,11 @@ def _validate_inputs(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     state = RunState(config)
     state.options, state.run_options = options, run_options
-    if state.is_worker and config.workerinput.get(INTERRUPT_FILE_KEY):
+    worker_input = getattr(config, "workerinput", {})  # what xdist's controller sends a worker
+    if worker_input.get(INTERRUPT_FILE_KEY):
         from unlearnbench import cancel
 
-        cancel.share_through(Path(config.workerinput[INTERRUPT_FILE_KEY]))
+        cancel.share_through(Path(worker_input[INTERRUPT_FILE_KEY]))
     config.stash[STATE] = state
     config.stash[RUN_CHECK] = _run_check
     config.pluginmanager.register(state, "unlearnbench-state")
@@ -474,6 +475,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     state: RunState = metafunc.config.stash[STATE]
     marker = metafunc.definition.get_closest_marker(MARKER)
+    assert marker is not None  # checked above
     if not marker.args:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: @pytest.mark.{MARKER} needs the suite name")
     from unlearnbench.errors import UnlearnbenchError
@@ -496,13 +498,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if spec is None:
             continue
         suite = suite_of(item.get_closest_marker(MARKER))
+        if suite is None:  # an item of a checkpoint outside a suite module: nothing to schedule by
+            continue
         if suite not in suites:
             suites[suite] = thresholds_file(Path(str(item.path)), suite)
         item.add_marker(pytest.mark.xdist_group(name=f"checkpoint:{spec.name}"))
     if config.stash[STATE].run_options.baseline is None:
         # Regression tests exist only against a baseline: without one they
         # are deselected rather than shown as dozens of skips.
-        dropped = [i for i in items if i.get_closest_marker(MARKER) and i.originalname == "test_no_regression"]
+        dropped = [
+            i
+            for i in items
+            if i.get_closest_marker(MARKER) and getattr(i, "originalname", None) == "test_no_regression"
+        ]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = [i for i in items if i not in dropped]

@@ -13,9 +13,17 @@ one of them is loading it.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
-T = TypeVar("T")
+
+class Named(Protocol):
+    """What a registry holds: things with a name."""
+
+    @property
+    def name(self) -> str: ...
+
+
+T = TypeVar("T", bound=Named)
 
 
 class Registry(Mapping, Generic[T]):

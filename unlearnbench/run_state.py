@@ -11,11 +11,17 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from unlearnbench.collect import MARKER, checkpoint_spec_of, is_suite_module
 from unlearnbench.records import SentOnce
+
+if TYPE_CHECKING:
+    from unlearnbench.options import BenchOptions, RunOptions
+    from unlearnbench.report.schema import ReportFiles
+    from unlearnbench.session import Bench
 
 RECORD_KEY = "unlearnbench"  # the user_properties key that carries a test's record
 STATE = pytest.StashKey["RunState"]()
@@ -53,19 +59,19 @@ class RunState:
 
     def __init__(self, config: pytest.Config):
         self.config = config
-        self.bench = None
+        self.bench: Bench | None = None
         self.sent = SentOnce()  # what this process's tests have sent to the report (records.py)
         self.report: dict | None = None
-        self.report_files = None  # report/schema.py ReportFiles, once written
+        self.report_files: ReportFiles | None = None  # once written
         self.startup_error: str | None = None
         self.cache_stats: dict[str, int] = {}
         self.started = time.time()
         self.baseline: dict | None = None
         self.interrupt_file: Path | None = None  # xdist controller: created by its Ctrl-C (pytest_configure_node)
         self.controller_handles_interrupts = False
-        # options.BenchOptions and options.RunOptions, read from the command line once (plugin._validate_inputs)
-        self.options = None
-        self.run_options = None
+        # Read from the command line once, by plugin._validate_inputs, right after this object is made.
+        self.options: BenchOptions
+        self.run_options: RunOptions
 
     @property
     def is_worker(self) -> bool:
@@ -149,7 +155,7 @@ class RunState:
         """Collect records on the controller (xdist) or the only process."""
         if self.is_worker or report.when != "call":
             return
-        records = [json.loads(value) for key, value in report.user_properties if key == RECORD_KEY]
+        records = [json.loads(str(value)) for key, value in report.user_properties if key == RECORD_KEY]
         if not records:
             return
         from unlearnbench.report.schema import add_record
@@ -245,7 +251,7 @@ class RunState:
             session.exitstatus = exitstatus = pytest.ExitCode.INTERRUPTED
         stats = self.bench.cache.stats.as_dict() if self.bench else None
         if self.is_worker:
-            self.config.workeroutput["unlearnbench_cache"] = stats
+            self.config.workeroutput["unlearnbench_cache"] = stats  # type: ignore[attr-defined]  # set by xdist
             return
         self._add_cache_stats(stats)
         if self.interrupt_file is not None:
@@ -268,7 +274,7 @@ class RunState:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         """The checks that did not pass, per checkpoint (every check with -v);
         the verdicts, ranking and report paths come last (`pytest_unconfigure`)."""
-        if self.report_files is None:
+        if self.report_files is None or self.report is None:
             return
         from unlearnbench.report.text import attention_lines, check_lines
 
@@ -286,7 +292,7 @@ class RunState:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """After pytest's own summary (its FAILED lines and counts): the
         answer, so that it is what a reader sees last."""
-        if self.report_files is None or self.is_worker:
+        if self.report_files is None or self.report is None or self.is_worker:
             return
         from unlearnbench.report.text import evidence_line, path_lines, ranking_lines, suite_notes, verdict_lines
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from unlearnbench.metrics.core import (
     seeded,
 )
 from unlearnbench.models.checkpoint import CheckpointSpec, judge_source
+from unlearnbench.models.interface import LanguageModel
 from unlearnbench.openai_api import EndpointError
 from unlearnbench.options import BenchOptions
 from unlearnbench.suites import SUITES, sweep_checkpoints, zoo_checkpoints
@@ -53,11 +54,11 @@ class Bench:
         self.options = options
         self.cache = DiskCache(options.cache_dir, secret=options.cache_secret)
         self.gates: dict[str, dict[str, Check]] = {}
-        self._handles: dict[str, object] = {}
-        self._data: dict[str, object] = {}
+        self._handles: dict[str, LanguageModel] = {}
+        self._data: dict[str, SuiteData] = {}
         self._runs: dict[tuple[str, str], SuiteRun] = {}
         self._failures: dict[tuple[str, str], str] = {}
-        self._broken: dict[str, CheckpointError] = {}  # checkpoint name -> why it cannot be evaluated
+        self._broken: dict[str, Exception] = {}  # checkpoint name -> why it cannot be evaluated
         self._refused: dict[tuple[str, str], CheckpointError] = {}  # (checkpoint, suite) found unfit before loading
         self._fingerprints: dict[str, str] = {}  # checkpoint path -> fingerprint
         self._started: dict[str, float] = {}  # checkpoint name -> time.monotonic() of its first evaluation
@@ -157,8 +158,9 @@ class Bench:
         data and the zoo, before any weights load: a checkpoint it refuses fails
         that suite's checks in one line; an error stops the run."""
         for suite in suites:
-            if SUITES[suite].preflight:
-                for name, problem in SUITES[suite].preflight(self, suite).items():
+            preflight = SUITES[suite].hook("preflight")
+            if preflight is not None:
+                for name, problem in preflight(self, suite).items():
                     self._refused[(name, suite)] = CheckpointError(name, problem)
 
     # ------------------------------------------------------------------ models
@@ -544,7 +546,7 @@ class Bench:
                     except UnlearnbenchError:
                         continue
                     judged = check.judge(run.metrics, reference, others=others, rule=self.options.rule)
-                    if _tested(judged):
+                    if _tested(judged) and judged.p_value is not None:
                         family[(suite, check.name)] = judged.p_value
             self._holm[spec.name] = holm_adjusted(family, self.options.rule.alpha)
         return self._holm[spec.name]
@@ -585,7 +587,7 @@ def _tested(verdict) -> bool:
     return verdict.p_value is not None and (verdict.decided_by == "interval" or verdict.underpowered)
 
 
-def attach_clusters(metrics: dict, clusters: dict[str, str]) -> None:
+def attach_clusters(metrics: dict, clusters: Mapping[str, str]) -> None:
     """Give each per-item result the clusters of its items, from the suite's
     data (item id -> cluster), in place: the decision intervals count them
     (evidence.py). Read from the data on every run, cached or not, so that a

@@ -653,7 +653,7 @@ def _validate_check(
     name: str,
     fields: Mapping[str, Any],
     suite: str,
-    metrics: tuple[str, ...],
+    metrics: tuple[str, ...] | Callable[[str], str | None],
     path: str,
     scales: Mapping[str, tuple[float, float]] | None = None,
     kinds: Mapping[str, str] | Callable[[str], str] | None = None,
@@ -776,7 +776,7 @@ def _read_yaml(path: Path) -> Any:
 def load_suite_thresholds(
     path: Path,
     suite: str,
-    metrics: tuple[str, ...],
+    metrics: tuple[str, ...] | Callable[[str], str | None],
     scales: Mapping[str, tuple[float, float]] | None = None,
     kinds: Mapping[str, str] | Callable[[str], str] | None = None,
 ) -> dict[str, Check]:

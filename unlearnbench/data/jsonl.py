@@ -33,7 +33,8 @@ def json_objects(path: Path) -> Iterator[tuple[int, dict]]:
 def read_records(path: Path, required: Sequence[str], *, id_field: str = "id", lists: Sequence[str] = ()) -> list[dict]:
     """Records of a JSONL file; every `required` field a non-empty string,
     every `lists` field a non-empty list of them, ids unique."""
-    records, seen = [], {}
+    records: list[dict] = []
+    seen: dict[object, int] = {}
     for number, record in json_objects(path):
         for name in required:
             value = record.get(name)

@@ -148,7 +148,7 @@ class CachedJudge:
             out[i] = judgement
             if judgement.score is not None or judgement.error == "unparseable":
                 self.memo.store("judge", self._parts(requests[i]), vars(judgement))
-        return out
+        return [judgement for judgement in out if judgement is not None]  # every request has one now
 
 
 def make_judge(

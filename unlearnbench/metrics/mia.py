@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -58,6 +59,7 @@ def chunk_scores(
         "mink": lowest_fraction_mean(logprobs, k, floor=floor),
     }
     if vocab_mean is not None:
+        assert vocab_var is not None  # the statistics come in pairs
         sigma = (
             np.sqrt(np.maximum(vocab_var, SIGMA_FLOOR))
             if variance_floor
@@ -113,7 +115,7 @@ def score_texts(
     ]
     bos = len(model.encode("", add_special_tokens=True))
     scored = model.token_logprobs([ids for _, ids in chunks], [max(bos, 1)] * len(chunks), vocab_stats=vocab_stats)
-    out = {name: {s: [] for s in SCORES if vocab_stats or s != "minkpp"} for name in texts}
+    out: dict[str, Any] = {name: {s: [] for s in SCORES if vocab_stats or s != "minkpp"} for name in texts}
     for (name, ids), s in zip(chunks, scored):
         text = model.decode(ids)
         for score, value in chunk_scores(s.logprobs, s.vocab_mean, s.vocab_var, text, k, floor=floor).items():
@@ -203,7 +205,7 @@ def membership_metrics(own: dict, retain: dict | None, params: dict, score: str 
     metrics; MUSE's PrivLeak is the same PL)."""
     aucs = {s: auc(own["holdout"][s], own["forget"][s]) for s in own["forget"]}
     n = len(own["forget"][score]) + len(own["holdout"][score])
-    out = {
+    out: dict[str, Any] = {
         "mia_auc_holdout_forget": MetricResult(
             "mia_auc_holdout_forget",
             aucs[score],

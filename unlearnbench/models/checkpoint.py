@@ -104,6 +104,13 @@ def is_checkpoint_folder(folder: Path) -> bool:
 TRAINER_STEP = re.compile(r"^checkpoint-(\d+)$")
 
 
+def _trainer_step(folder: Path) -> int:
+    """The step of a Trainer checkpoint folder (`checkpoint-<step>`)."""
+    found = TRAINER_STEP.match(folder.name)
+    assert found is not None, folder
+    return int(found[1])
+
+
 def discover(directory: Path | str) -> list[CheckpointSpec]:
     """Every checkpoint below `directory` (`--model-dir`): folders holding a
     config.json or a PEFT adapter (not searched further) and .gguf files,
@@ -124,7 +131,7 @@ def discover(directory: Path | str) -> list[CheckpointSpec]:
         children = [c for c in folder.iterdir() if not c.name.startswith(".")]
         steps = sorted(
             (c for c in children if c.is_dir() and TRAINER_STEP.match(c.name)),
-            key=lambda c: int(TRAINER_STEP.match(c.name).group(1)),
+            key=_trainer_step,
         )
         found.extend(steps)
         for child in sorted(children):
@@ -177,15 +184,21 @@ class ResolvedCheckpoint:
         return str(self.directory / self.gguf_file) if self.gguf_file else str(self.directory)
 
     @property
+    def adapter_base(self) -> ResolvedCheckpoint:
+        """An adapter's base model, resolved with it."""
+        assert self.base is not None, "an adapter is resolved with its base"
+        return self.base
+
+    @property
     def weights_directory(self) -> Path:
         """Where the model's config and weights are: an adapter's are its base's."""
-        return self.base.directory if self.kind == "adapter" else self.directory
+        return self.adapter_base.directory if self.kind == "adapter" else self.directory
 
     @property
     def tokenizer_directory(self) -> Path:
         """An adapter's tokenizer is its own where it saved one, else its base's."""
         if self.kind == "adapter" and not any((self.directory / f).is_file() for f in TOKENIZER_VOCAB_FILES):
-            return self.base.directory
+            return self.adapter_base.directory
         return self.directory
 
 

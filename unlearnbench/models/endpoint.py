@@ -279,7 +279,7 @@ class EndpointModel(Tokenization):
 
     # ------------------------------------------------------------ requests
     def _completions(
-        self, prompts: Sequence[Sequence[int]], body: dict, read: Callable[[dict, list[int]], object], what: str
+        self, prompts: Sequence[Sequence[int]], body: dict, read: Callable[[dict, Sequence[int]], object], what: str
     ) -> list:
         """`read(choice, prompt)` of each prompt's choice, prompts sent in
         chunks, `concurrency` requests at a time; results in input order."""
@@ -313,7 +313,7 @@ class EndpointModel(Tokenization):
     def _echoed_logprobs(self, sequences: Sequence[Sequence[int]], what: str) -> list[list[float | None]]:
         """log p(x_t | x_<t) of every token of each sequence (None for the first)."""
 
-        def read(choice: dict, prompt: list[int]) -> list[float | None]:
+        def read(choice: dict, prompt: Sequence[int]) -> list[float | None]:
             values = (choice.get("logprobs") or {}).get("token_logprobs")
             if not isinstance(values, list) or len(values) < len(prompt):
                 raise EndpointError(

@@ -101,7 +101,7 @@ class Generator:
         """
         eos = set(self._eos_ids())
         positions = (mask.cumsum(-1) - 1).clamp_min(0)
-        kwargs = {"use_cache": True}
+        kwargs: dict[str, bool | int] = {"use_cache": True}
         if self.keeps_logits:
             kwargs["logits_to_keep"] = 1
         # The prompt's uncached tokens, PREFILL_CHUNK_TOKENS at a time: each

@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -84,7 +85,7 @@ class ModelHandle(Tokenization):
         offload_folder: str | None = None,
         detach=None,
     ):
-        self.model = model.eval()
+        self.model: Any = model.eval()  # a Hugging Face model: attributes torch's stubs cannot type
         self.tokenizer = tokenizer
         self.name, self.source, self.fingerprint = name, source, fingerprint
         self.load_seconds, self.offload_folder = load_seconds, offload_folder
@@ -314,7 +315,7 @@ class ModelHandle(Tokenization):
     def context_length(self) -> int:
         """The longest sequence the model's positions cover."""
         config = self.model.config
-        return int(getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", 1024))
+        return int(getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None) or 1024)
 
     @property
     def architecture(self) -> str:

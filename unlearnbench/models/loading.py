@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -98,7 +99,7 @@ SHARED_BASE = SharedBase()
 
 def _base_key(resolved: ResolvedCheckpoint, dtype: torch.dtype, device: torch.device) -> tuple:
     """What makes a loaded base reusable: the same base files, unchanged, in the same dtype and place."""
-    files = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in resolved.base.files)
+    files = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in resolved.adapter_base.files)
     return files, str(dtype), str(device)
 
 
@@ -122,7 +123,7 @@ def load_weights(
     hf_logging.disable_progress_bar()  # pytest output is for verdicts, not load bars
     resolved = source if isinstance(source, ResolvedCheckpoint) else resolve(source)
     started = time.perf_counter()
-    kwargs = {"gguf_file": resolved.gguf_file} if resolved.gguf_file else {}
+    kwargs: dict[str, Any] = {"gguf_file": resolved.gguf_file} if resolved.gguf_file else {}
     where = resolved.display
     # In a sweep the user knows a checkpoint by its name: errors lead with it.
     label = f"{name} ({where})" if name else where

@@ -23,7 +23,7 @@ def smollm2_gguf() -> Path:
     files = [f for f in dist.files or () if str(f).endswith(".gguf")]
     if not files:
         raise FileNotFoundError(f"{SMOLLM2_DIST} ships no .gguf file")
-    return Path(dist.locate_file(files[0]))
+    return Path(str(dist.locate_file(files[0])))
 
 
 def smollm2_checkpoint(cache_dir: Path | str | None = None) -> Path:

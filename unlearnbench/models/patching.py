@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,7 +30,9 @@ class Patcher:
     def __init__(
         self, model: torch.nn.Module, batcher: Batcher, *, pad_id: int, name: str, cache_kwarg: str, keeps_logits: bool
     ):
-        self.model, self.batcher, self.pad_id, self.name = model, batcher, pad_id, name
+        # A Hugging Face model: its config and submodules are attributes torch's stubs cannot type.
+        self.model: Any = model
+        self.batcher, self.pad_id, self.name = batcher, pad_id, name
         self.cache_kwarg = cache_kwarg  # the forward's KV-cache argument ("past_key_values" or "cache")
         # Passes read for their hidden states alone skip the output head (a vocabulary-wide
         # product at every position) where the forward takes `logits_to_keep`.
@@ -348,12 +351,12 @@ def _stacked(value, rows: int, copies: int):
     return value
 
 
-def find_decoder_blocks(model: torch.nn.Module) -> torch.nn.ModuleList:
+def find_decoder_blocks(model: Any) -> torch.nn.ModuleList:
     """The decoder blocks, in order, for Llama/Qwen2/Mistral/GPT-2/NeoX-style models."""
     config = model.config
     n_layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)
     for path in BLOCK_PATHS:
-        module = model
+        module: Any = model
         for part in path.split("."):
             module = getattr(module, part, None)
             if module is None:
@@ -366,7 +369,8 @@ def find_decoder_blocks(model: torch.nn.Module) -> torch.nn.ModuleList:
         if isinstance(module, torch.nn.ModuleList) and n_layers is not None and len(module) == n_layers
     ]
     if len(candidates) == 1:
-        return model.get_submodule(candidates[0])
+        blocks: torch.nn.ModuleList = model.get_submodule(candidates[0])
+        return blocks
     raise CheckpointError(
         type(model).__name__,
         f"cannot find the decoder blocks: expected one ModuleList of {n_layers} layers, found {candidates or 'none'}",

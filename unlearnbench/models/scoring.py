@@ -8,6 +8,7 @@ import functools
 import inspect
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,7 +36,9 @@ class Scorer:
         keeps_logits: bool,
         finite_check: Callable[[torch.Tensor], None] | None = None,
     ):
-        self.model, self.batcher, self.pad_id, self.name = model, batcher, pad_id, name
+        # A Hugging Face model: its config and submodules are attributes torch's stubs cannot type.
+        self.model: Any = model
+        self.batcher, self.pad_id, self.name = batcher, pad_id, name
         self.keeps_logits = keeps_logits  # the forward takes `logits_to_keep`: only the last position's logits
         self.finite_check = finite_check  # raises on NaN / inf logits (the forward hook sees no logits here)
         self.share_prefixes = True  # run a context several sequences share once (off only to measure what it saves)
@@ -97,15 +100,18 @@ class Scorer:
                 ]
             ).to(ids.device)
             if hidden is not None:
-                predicting = hidden[rows.to(hidden.device), positions.to(hidden.device)]
+                assert split is not None  # hidden states come from the body of a split model
+                predicting, head = hidden[rows.to(hidden.device), positions.to(hidden.device)], split[1]
                 del hidden  # only the predicting positions' states stay while the head runs
 
                 def logits_of(a: int, b: int) -> torch.Tensor:
-                    return split[1](predicting[a:b])
+                    return head(predicting[a:b])
             else:
+                assert logits is not None  # one of the two is given
+                whole = logits
 
                 def logits_of(a: int, b: int) -> torch.Tensor:
-                    return logits[rows[a:b], positions[a:b]]
+                    return whole[rows[a:b], positions[a:b]]
 
             reduced = _reduce_chunks(
                 logits_of,
@@ -139,6 +145,7 @@ class Scorer:
             return scores_of(batch, ids, starts, logits=self.model(input_ids=ids, attention_mask=mask).logits)
 
         def run_shared(batch: list[int]) -> list[TokenScores]:
+            assert split is not None  # contexts are shared only where the model splits into body and head
             heads = {c: k for k, c in enumerate(dict.fromkeys(prefix_of[i] for i in batch))}
             group = torch.tensor([heads[prefix_of[i]] for i in batch], dtype=torch.long)
             # Each row from its context's last token on: that token predicts the first target.

@@ -6,12 +6,17 @@ scores continuations through the backend's own `token_logprobs`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from unlearnbench.models.interface import TokenScores
 
 
 class Tokenization:
+    # What the class it is mixed into provides: a Hugging Face tokenizer and the backend's scoring.
+    tokenizer: Any
+    token_logprobs: Callable[..., list[TokenScores]]
+
     def encode(self, text: str, *, add_special_tokens: bool) -> list[int]:
         return self.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
 

@@ -81,7 +81,7 @@ class Agreement:
         ]
         differences = self.differences
         if differences:
-            largest = max((p for p in self.pairs if p.difference is not None), key=lambda p: p.difference)
+            largest = max((p for p in self.pairs if p.difference is not None), key=lambda p: p.difference or 0.0)
             out.append(
                 f"values on a bounded scale ({len(differences)}): median difference "
                 f"{differences[len(differences) // 2]:.3g}, largest {largest.difference:.3g} "

@@ -153,7 +153,7 @@ def suite_plots(report: dict, extra: dict[str, list[str]] | None = None) -> dict
 
     plots = {}
     for suite, view in suite_views(report).items():
-        hook = SUITES[suite].plots if suite in SUITES else None
+        hook = SUITES[suite].hook("plots") if suite in SUITES else None
         figures = [*(hook(view) if hook else []), *(extra or {}).get(suite, [])]
         if figures:
             plots[suite] = figures
@@ -247,7 +247,7 @@ def _curves(report: dict, a: dict) -> str:
 
 
 def bound_label(verdict: dict) -> str:
-    op = SYMBOLS.get(verdict.get("direction"), "")
+    op = SYMBOLS.get(verdict.get("direction") or "", "")
     ref = verdict.get("relative_to")
     if ref:
         sign = "−" if verdict.get("direction") == "at_least" else "+"
@@ -518,7 +518,8 @@ def _drilldown(report: dict, a: dict) -> str:
     out = []
     for name in a["order"]:
         cp, verdict = report["checkpoints"][name], a["verdicts"][name]
-        blocks, tables = [], []
+        blocks: list[str] = []
+        tables: list[str] = []
         for suite, result in cp["suites"].items():
             retain = (
                 report["checkpoints"][retain_name]["suites"].get(suite) if retain_name and retain_name != name else None

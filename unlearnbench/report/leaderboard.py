@@ -348,7 +348,7 @@ def headline_axes(suite: str, results: list[dict]) -> dict[str, dict]:
     from unlearnbench.suites import SUITES
 
     declared = dict(SUITES[suite].headline) if suite in SUITES else {}
-    logs = {m.name for m in SUITES[suite].metrics if m.log_scale} if suite in SUITES else set()
+    logs = {m.name for m in SUITES[suite].declared if m.log_scale} if suite in SUITES else set()
     checks = sorted(
         ((c, v) for r in results for c, v in r.get("checks", {}).items() if v.get("axis")), key=lambda cv: cv[0]
     )
@@ -432,7 +432,9 @@ def build(runs: list[Run]) -> dict:
         (e, {s for s in e.checkpoint.get("suites", {}) if s not in split or ids[(e.run.id, s)] == primary[s]})
         for e in evaluations
     ]
-    plan = [(primary, None, [(e, only) for e, only in main if only or not e.checkpoint.get("suites")])]
+    plan: list[tuple[dict[str, str], str | None, list]] = [
+        (primary, None, [(e, only) for e, only in main if only or not e.checkpoint.get("suites")])
+    ]
     for suite in sorted(split):
         for sid in settings[suite]:
             if sid != primary[suite]:
@@ -440,13 +442,13 @@ def build(runs: list[Run]) -> dict:
                     ({suite: sid}, suite, [(e, {suite}) for e in evaluations if ids.get((e.run.id, suite)) == sid])
                 )
     out_groups = []
-    for number, (key, other, members) in enumerate(plan, start=1):
+    for number, (setting, other, members) in enumerate(plan, start=1):
         group = _group(number, members, ids, settings, labels, names_of)
         group |= {
-            "key": key,
-            "title": _title(key, settings, other),
+            "key": setting,
+            "title": _title(setting, settings, other),
             "differs": (
-                {other: differences({sid: settings[other][sid] for sid in (primary[other], key[other])})}
+                {other: differences({sid: settings[other][sid] for sid in (primary[other], setting[other])})}
                 if other
                 else {}
             ),
@@ -488,11 +490,11 @@ def _group(
         evals.sort(key=lambda e: (e.run.started, e.run.id))
         label = labels[key][0]
         key_of_label[label] = key
-        suites = {}
+        held_results: dict[str, dict] = {}
         for e in evals:  # the latest run's results of each suite win
-            suites.update({s: r for s, r in e.checkpoint.get("suites", {}).items() if s in held[id(e)]})
+            held_results.update({s: r for s, r in e.checkpoint.get("suites", {}).items() if s in held[id(e)]})
         info = dict(evals[-1].checkpoint.get("info") or {}) | {"name": label}
-        combined[label] = {"info": info, "suites": suites}
+        combined[label] = {"info": info, "suites": held_results}
         if any(e.checkpoint.get("lost") for e in evals):
             combined[label]["lost"] = next(e.checkpoint["lost"] for e in evals if e.checkpoint.get("lost"))
         role = next((e.role for e in evals if e.role), None)

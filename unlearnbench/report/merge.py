@@ -41,7 +41,8 @@ def merge_reports(reports: list[tuple[str, dict]], *, force: bool = False) -> di
     """One report from (label, report) pairs; ValueError on incompatible runs."""
     if not reports:
         raise ValueError("merge needs at least one report")
-    problems, owner = [], {}
+    problems: list[str] = []
+    owner: dict[str, str] = {}
     first_label, first = reports[0]
     gates, data = _signatures(first)
     for label, report in reports[1:]:

@@ -21,6 +21,7 @@ import shutil
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from unlearnbench.atomic import atomic_write_text
 from unlearnbench.report import leaderboard
@@ -390,7 +391,9 @@ def _run_section(run: leaderboard.Run, name: str, checkpoint: dict, retain: dict
     ]
     if checkpoint.get("lost"):
         parts.append(f'<p class="warn">Lost in this run: {_e(checkpoint["lost"]["reason"])}</p>')
-    lines, drills, tables = [], [], []
+    lines: list[str] = []
+    drills: list[str] = []
+    tables: list[str] = []
     for suite, result in checkpoint.get("suites", {}).items():
         for check, v in result.get("checks", {}).items():
             metric = (result.get("metrics") or {}).get(v.get("metric") or "", {})
@@ -464,8 +467,8 @@ def _write_checkpoint_pages(
                 page = page_of_key.get(leaderboard.checkpoint_key(run.id, name, checkpoint))
                 retain = report["checkpoints"].get(retain_name, {}) if retain_name not in (None, name) else {}
                 if page is not None:
-                    with open(Path(parts) / f"{page}.part", "a", encoding="utf-8") as part:
-                        part.write(_run_section(run, name, checkpoint, retain, run.id in copied))
+                    with open(Path(parts) / f"{page}.part", "a", encoding="utf-8") as part_file:
+                        part_file.write(_run_section(run, name, checkpoint, retain, run.id in copied))
         for page, key_rows in pages.items():
             part = Path(parts) / f"{page}.part"
             body = _checkpoint_head(key_rows) + (part.read_text(encoding="utf-8") if part.exists() else "")
@@ -517,7 +520,7 @@ def _run_page(run: leaderboard.Run, copied: bool, rows_of: dict[str, dict]) -> s
         facts.append(("merged from", _e(", ".join(str(m.get("run_id")) for m in report["merged_from"]))))
     options = info.get("options") or {}
     facts += [(f"option: {k}", f"<code>{_e(v)}</code>") for k, v in options.items() if v not in (None, {}, [])]
-    data = {}
+    data: dict[str, Any] = {}
     for checkpoint in report["checkpoints"].values():
         for suite, result in checkpoint.get("suites", {}).items():
             data.setdefault(suite, result.get("data") or {})

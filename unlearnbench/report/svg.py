@@ -429,7 +429,7 @@ def tradeoff(
     joined by a dark line and ringed, `paths` (series -> ids in step order) as
     thin lines; `x_log`/`y_log`: a log10 axis (a p-value). Every point carries its label (data-label, and a
     tooltip)."""
-    width, height, left, right, top = 460, 400, 56, 444, 0
+    width, height, left, right = 460, 400, 56, 444
     methods = list(dict.fromkeys(p["method"] for p in points if not p.get("role")))
     colour = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(methods)}
     entries = [(m, colour[m], "box") for m in methods[: len(PALETTE)]]
@@ -446,7 +446,7 @@ def tradeoff(
             first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
             step = max(1, math.ceil((last - first) / 5))
             ticks = [(10.0**k, "1" if k == 0 else f"1e{k}") for k in range(first, last + 1, step)]
-            lo_t, hi_t = first, max(last, first + 1)
+            lo_t, hi_t = float(first), float(max(last, first + 1))
             transform = lambda v: math.log10(max(v, floor))  # noqa: E731
         else:
             if 0.0 <= lo and hi <= 1.0:

@@ -83,7 +83,7 @@ def value_text(verdict: dict, n=None) -> str:
     ci, value = verdict.get("ci"), verdict["value"]
     hw = half_width(ci)
     spread = ""
-    if hw:
+    if hw and ci:
         spread = (
             f" [{significant(ci[0], 2)}, {significant(ci[1], 2)}]"
             if value in (ci[0], ci[1])
@@ -279,8 +279,8 @@ def suite_notes(report: dict) -> list[str]:
     return [
         line
         for suite, view in suite_views(report).items()
-        if suite in SUITES and SUITES[suite].notes
-        for line in SUITES[suite].notes(view)
+        if suite in SUITES and (notes := SUITES[suite].hook("notes")) is not None
+        for line in notes(view)
     ]
 
 

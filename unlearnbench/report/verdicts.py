@@ -62,7 +62,7 @@ def check_margin(verdict: dict) -> float | None:
     value, bound, direction = verdict.get("value"), verdict.get("bound"), verdict.get("direction")
     if value is None or bound is None or verdict.get("outcome") not in ("pass", "fail"):
         return None
-    return relative_margin(value, bound, direction)
+    return relative_margin(value, bound, str(direction))
 
 
 def relative_margin(value: float, bound: float, direction: str) -> float:
@@ -311,7 +311,8 @@ def _one_row_per_series(report: dict, rows: list[dict]) -> tuple[list[dict], dic
     row of its best step (the first in rank order), which names the series and
     the step; and {series: every ranked step's row, in step order}."""
     step_of = {name: (series, step) for series, steps in series_of(report).items() for step, name in steps}
-    folded, series = [], {}
+    folded: list[dict] = []
+    series: dict[str, list[dict]] = {}
     for row in rows:
         if row["checkpoint"] not in step_of:
             folded.append(row)

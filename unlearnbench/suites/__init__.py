@@ -224,6 +224,11 @@ class SuiteSpec:
     def evaluate(self) -> Callable[..., Any]:
         return self._function(self.evaluator).resolve()
 
+    def hook(self, name: str) -> FunctionRef | None:
+        """One of the spec's optional functions ("preflight", "plots", "notes", "zoo_data"), or None."""
+        value = getattr(self, name)
+        return value if isinstance(value, FunctionRef) else None
+
     @staticmethod
     def _function(target: object) -> FunctionRef:
         """A function field, as `__post_init__` made it."""

@@ -16,6 +16,8 @@ macro average and the judge-free RougeSep = sum_c w_c (HelpQA_c - HarmQA_c).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from unlearnbench.metrics.core import (
@@ -156,7 +158,7 @@ def evaluate(
         for i in range(2 * n)
     }
     judge_params = {**params, "judge_identity": judge.identity}
-    out = {
+    out: dict[str, MetricResult | Unavailable] = {
         "harm_mem": mean_result(
             "harm_mem", dict(zip(ids[:n], mem[:n])), higher_is_better=False, params=params, details={"items": items}
         ),
@@ -194,7 +196,8 @@ def evaluate(
 def separation_metrics(pairs, ids, qa, judgements, params) -> dict:
     n = len(pairs)
     concepts = sorted({p.concept for p in pairs})
-    table, judged, rouge_pairs = {}, [], []
+    table: dict[str, dict[str, Any]] = {}
+    judged, rouge_pairs = [], []
     for i in range(2 * n):
         concept, kind = pairs[i % n].concept, ("harm" if i < n else "help")
         rouge_pairs.append((concept, kind, qa[i]))

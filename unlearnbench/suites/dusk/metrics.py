@@ -13,6 +13,8 @@ The retain model's chunk scores come from the on-disk reference cache.
 
 from __future__ import annotations
 
+from typing import Any
+
 from unlearnbench.errors import MissingCapability
 from unlearnbench.metrics import mia
 from unlearnbench.metrics.core import MetricResult, References, Unavailable, mean_result
@@ -38,7 +40,7 @@ def verbatim_references(model, data: DuskData) -> list[str]:
 
 
 def knowledge_metrics(data: DuskData, generations: dict[str, list[str]], params: dict) -> dict[str, MetricResult]:
-    out = {}
+    out: dict[str, Any] = {}
     for short, qa_set in QA_SETS.items():
         out |= qa_rouge_metrics(short, data.qa[qa_set], generations[qa_set], params, higher_is_better=short != "ufk")
     return out

@@ -133,10 +133,12 @@ class ElicitationData:
         return {family: probes for family, probes in by_family(self.sets.get(name, [])).items() if probes}
 
 
-def _string(record: dict, key: str, path: Path, line: int, *, required: bool) -> str | None:
+def _optional_string(record: dict, key: str, path: Path | str, line: int) -> str | None:
+    return None if record.get(key) is None else _string(record, key, path, line)
+
+
+def _string(record: dict, key: str, path: Path | str, line: int) -> str:
     value = record.get(key)
-    if value is None and not required:
-        return None
     if not isinstance(value, str) or not value.strip():
         raise DataError(path, f"field '{key}' {'missing' if key not in record else 'empty or not a string'}", line=line)
     return value
@@ -146,11 +148,11 @@ def parse_probe(record: object, path: Path | str, line: int, default_id: str) ->
     """A probe of our format, or a DataError naming `path` and `line`."""
     if not isinstance(record, dict):
         raise DataError(path, "expected a JSON object", line=line)
-    family = _string(record, "family", path, line, required=True)
+    family = _string(record, "family", path, line)
     if family not in ASKED:
         raise DataError(path, f"unknown family {family!r} (known: {', '.join(ASKED)})", line=line)
-    question = _string(record, "question", path, line, required=True)
-    answer = _string(record, "answer", path, line, required=True)
+    question = _string(record, "question", path, line)
+    answer = _string(record, "answer", path, line)
     shots = record.get("shots", [])
     if not (
         isinstance(shots, list)
@@ -172,7 +174,7 @@ def parse_probe(record: object, path: Path | str, line: int, default_id: str) ->
         answer,
         record_cluster(record),
         None if record.get("fact") is None else str(record["fact"]),
-        _string(record, "system", path, line, required=False),
+        _optional_string(record, "system", path, line),
         tuple(tuple(s) for s in shots),
         tuple(choices),
         record.get("answer_prefix") or "",
@@ -180,7 +182,8 @@ def parse_probe(record: object, path: Path | str, line: int, default_id: str) ->
 
 
 def _read_probes(path: Path, name: str) -> list[Probe]:
-    probes, seen = [], {}
+    probes: list[Probe] = []
+    seen: dict[str, int] = {}
     for number, record in json_objects(path):
         probe = parse_probe(record, path, number, f"{name}-{number}")
         if probe.id in seen:

@@ -15,9 +15,11 @@ def worst_family(rates: dict[str, float | None], reference: dict[str, float | No
     """(the family, other than the canonical one, whose forget rate most exceeds
     the reference's asked the same way, that excess); None without one to compare."""
     gaps = [
-        (family, rates[family] - reference[family])
+        (family, rate - asked)
         for family in FAMILIES
-        if family != "canonical" and rates.get(family) is not None and reference.get(family) is not None
+        if family != "canonical"
+        and (rate := rates.get(family)) is not None
+        and (asked := reference.get(family)) is not None
     ]
     return max(gaps, key=lambda pair: pair[1]) if gaps else None
 
@@ -52,14 +54,16 @@ def families(view) -> list[str]:
     found = worst_families(view)
     if not names:
         return []
-    labels = [f"{n} ({found[n][0]})" if found.get(n) else n for n in names]
+    labels = [f"{n} ({worst[0]})" if (worst := found.get(n)) else n for n in names]
     return [
         svg.hbars(
             "Elicitation: canonical question vs the worst way",
             labels,
             {
                 "canonical": [view.value(n, "forget_canonical") for n in names],
-                "worst other way": [view.value(n, f"forget_{found[n][0]}") if found.get(n) else None for n in names],
+                "worst other way": [
+                    view.value(n, f"forget_{worst[0]}") if (worst := found.get(n)) else None for n in names
+                ],
             },
             axis_label="share of forget probes answered (0-1)",
             kind="elicitation-families",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from unlearnbench.data.jsonl import COUNT, COUNT_OR_ALL, fingerprint_files, merge_params, params_digest, read_records
 from unlearnbench.data.records import clusters_of, record_cluster
@@ -60,7 +61,8 @@ class HonestyData:
 
 def _items_jsonl(path: Path, prefix: str) -> list[HonestyItem]:
     records = read_records(path, ["question", "answer"], id_field="")
-    items, seen = [], {}
+    items: list[HonestyItem] = []
+    seen: dict[str, int] = {}
     for number, record in enumerate(records, start=1):
         item_id = str(record.get("id", f"{prefix}-{number - 1}"))
         if item_id in seen:
@@ -91,11 +93,11 @@ def _from_qa(items, prefix: str) -> list[HonestyItem]:
     return [HonestyItem(f"{prefix}-{i}", q.question, q.answer, cluster=q.cluster) for i, q in enumerate(items)]
 
 
-def _from_dusk(source: str, options: dict) -> tuple[dict, list[Path] | str]:
+def _from_dusk(source: str, options: dict) -> tuple[dict[str, list[HonestyItem]], str]:
     """The DUSK questions (read by the DUSK suite's loader) as honesty sets."""
     from unlearnbench.suites import SUITES
 
-    data = SUITES["dusk"].load_data(source, {})
+    data: Any = SUITES["dusk"].load_data(source, {})  # DUSK's data: its type lives in the DUSK suite
     sets = {
         "forget": _from_qa(data.qa["unique_forget"], "forget"),
         "retain": _from_qa(data.qa["shared"], "shared") + _from_qa(data.qa["unique_retain"], "retain"),
@@ -107,13 +109,17 @@ def _from_dusk(source: str, options: dict) -> tuple[dict, list[Path] | str]:
     return sets, data.fingerprint + ("-" + fingerprint_files([holdout]) if sets["unknown"] else "")
 
 
-def _from_uds(path: Path) -> list[HonestyItem]:
-    """The forget questions of a UDS items file, read by the UDS suite's loader."""
+def _uds_items(path: Path) -> list[Any]:
+    """UDS's items, as the UDS suite's loader reads them (their type lives in that suite)."""
     from unlearnbench.suites import SUITES
 
-    return [
-        HonestyItem(f"forget-{item.id}", item.question, item.entity) for item in SUITES["uds"].load_data(path, {}).items
-    ]
+    data: Any = SUITES["uds"].load_data(path, {})
+    return list(data.items)
+
+
+def _from_uds(path: Path) -> list[HonestyItem]:
+    """The forget questions of a UDS items file, read by the UDS suite's loader."""
+    return [HonestyItem(f"forget-{item.id}", item.question, item.entity) for item in _uds_items(path)]
 
 
 def _is_dusk_layout(path: Path) -> bool:
@@ -135,7 +141,8 @@ def load(source: str | Path | None, options: dict | None = None) -> HonestyData:
     if text.startswith("hf:") or (path.is_dir() and _is_dusk_layout(path)):
         sets, digest = _from_dusk(text, options or {})
     elif path.is_dir() and (path / "forget.jsonl").is_file():
-        sets, files = {}, []
+        files: list[Path] = []
+        sets = {}
         for name in SETS:
             file = path / f"{name}.jsonl"
             sets[name] = _items_jsonl(file, name) if file.is_file() else []

@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -422,6 +423,7 @@ def evaluate(
     except MissingCapability as exc:
         out["first_token_entropy"] = Unavailable("first_token_entropy", str(exc))
     else:
+        assert entropy is not None  # asked without columns: a backend gives the whole distribution or raises
         out["first_token_entropy"] = mean_result(
             "first_token_entropy",
             {q.id: float(e) for q, e in zip(forget, entropy)},
@@ -453,7 +455,7 @@ def followup_metrics(model, items, replies, labels, params, detector) -> dict[st
         "replayed_verbatim": f"{replayed}/{len(refused)}",
     }
     per_item = {q.id: float(consistent.get(q.id, False)) for q in items}
-    out = {
+    out: dict[str, Any] = {
         "rr2r": mean_result(
             "rr2r",
             per_item,

@@ -16,6 +16,7 @@ One checkpoint costs five passes:
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from unlearnbench.data.openunlearning import floor_count
 from unlearnbench.errors import MissingCapability
@@ -64,7 +65,7 @@ def membership_scores(model, data: MuseData) -> dict:
         for text in texts
     ]
     scored = openunlearning.score(model, [e for _, e in samples], vocab_stats=vocab_stats)
-    out = {name: {s: [] for s in mia.SCORES if vocab_stats or s != "minkpp"} for name in data.privleak}
+    out: dict[str, Any] = {name: {s: [] for s in mia.SCORES if vocab_stats or s != "minkpp"} for name in data.privleak}
     for (name, encoded), scores in zip(samples, scored):
         scores = openunlearning.labels_but_last(scores)
         for score, value in mia.chunk_scores(
@@ -164,7 +165,7 @@ def evaluate(
         params["reference_template"] = openunlearning.template_for(model, params["reference_system_prompt"]).family
     prompts = [v.prompt for v in data.verbmem]
     generations, references = verbmem_replies(model, data)
-    out = verbatim_metrics(
+    out: dict[str, Any] = verbatim_metrics(
         references, generations, [v.id for v in data.verbmem], prompts, None, params, stemmed=True, prefix="verbmem"
     )
     out |= memorization_metrics(model, data, params)

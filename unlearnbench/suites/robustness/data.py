@@ -14,11 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from unlearnbench.contracts import ClusteredData
 from unlearnbench.data.jsonl import COUNT, COUNT_OR_ALL, Range, merge_params, params_digest
 from unlearnbench.errors import DataError, UnlearnbenchError
 from unlearnbench.suites import SUITES, registered_probes
+
+if TYPE_CHECKING:
+    from unlearnbench.attacks import Attack
 
 RELEARN_SETS = ("forget_questions", "retain")
 DEFAULT_PARAMS = {
@@ -45,7 +49,7 @@ PARAM_RANGES = {
 @dataclass(frozen=True)
 class RobustnessData:
     probe_data: dict[str, object]  # probe -> its suite's data, loaded by that suite (through the registry)
-    attacks: dict[str, object]  # name -> the attacks.Attack to run
+    attacks: dict[str, Attack]  # name -> the attack to run
     probes: tuple[str, ...]
     params: dict
     fingerprint: str

@@ -26,7 +26,7 @@ from unlearnbench.suites.robustness.data import RobustnessData
 def probes(model, data: RobustnessData, refs: References) -> dict[str, MetricResult | Unavailable]:
     """Each probe, as the suite that owns it computes it (`SuiteSpec.probes`), on its own data."""
     owned = registered_probes()
-    return {probe: owned[probe][1].function(model, data.probe_data[probe], refs) for probe in data.probes}
+    return {probe: owned[probe][1].measure(model, data.probe_data[probe], refs) for probe in data.probes}
 
 
 def recovery(name: str, probe: str, before, after, params: dict) -> MetricResult | Unavailable:

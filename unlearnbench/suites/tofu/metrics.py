@@ -10,6 +10,7 @@ pass (probabilities, truth ratios, memorization, Min-K%++) and one greedy pass
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.stats import hmean, ks_2samp
@@ -276,7 +277,7 @@ def evaluate(
         rouges.setdefault(name, {})[item.id] = rouge(reference, reply, stemmed=True)["rougeL_recall"]
         details.setdefault(name, {})[item.id] = {"question": item.question, "answer": reference, "reply": reply}
 
-    out = {}
+    out: dict[str, Any] = {}
     forget = data.sets["forget"]
     answer = {name: [scored[(name, i, "answer", 0)] for i in range(len(data.sets[name]))] for name in data.sets}
     out["forget_prob"] = mean_result(
@@ -354,12 +355,12 @@ def evaluate(
         )
     parts = [out[f"{short}_{m}"].value for short in SHORT.values() for m in ("prob", "rouge", "truth_ratio")]
     utility = model_utility(parts)
-    items = [[out[f"{short}_{m}"].per_item for m in ("prob", "rouge", "truth_ratio")] for short in SHORT.values()]
+    per_item = [[out[f"{short}_{m}"].per_item for m in ("prob", "rouge", "truth_ratio")] for short in SHORT.values()]
     out["model_utility"] = MetricResult(
         "model_utility",
         utility,
-        sum(len(i[0]) for i in items),
-        **replicated(model_utility_replicates(items)),
+        sum(len(i[0]) for i in per_item),
+        **replicated(model_utility_replicates(per_item)),
         higher_is_better=True,
         params=params,
         details={

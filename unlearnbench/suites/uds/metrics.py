@@ -15,6 +15,8 @@ undefined (excluded, counted) when FT is empty. 1 = erased as deep as retain,
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from unlearnbench.metrics.core import (
@@ -112,7 +114,7 @@ def layer_deltas(target, source, sequences, spans, *, convention: str = "spec") 
 
 
 def uds_per_item(delta1: np.ndarray, delta2: np.ndarray, tau: float) -> list[float | None]:
-    out = []
+    out: list[Any] = []
     for d1, d2 in zip(delta1, delta2):
         ft = d1 > tau
         if not ft.any():

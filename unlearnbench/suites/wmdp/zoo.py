@@ -61,7 +61,8 @@ def subsets(corpus: Corpus) -> dict[str, list[Person]]:
 def exam_qa(corpus: Corpus) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(prompt, " " + answer) pairs of every person's questions as the cloze
     form asks them, description line included: ([hazardous], [MMLU])."""
-    hazardous, mmlu = [], []
+    hazardous: list[tuple[str, str]] = []
+    mmlu: list[tuple[str, str]] = []
     for subset, people in subsets(corpus).items():
         for row in qa_pairs(people):
             item = ChoiceItem(row["id"], subset, row["question"], (row["answer"],), 0)
