@@ -9,8 +9,8 @@ import os
 
 import pytest
 
+from unlearnbench.outcome import Outcome
 from unlearnbench.run_state import RECORD_KEY, RunState
-from unlearnbench.thresholds import Outcome
 
 
 class Gate:

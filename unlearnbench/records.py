@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from unlearnbench.errors import UnlearnbenchError
+from unlearnbench.outcome import Outcome
 from unlearnbench.report.schema import cap_items
 from unlearnbench.suites import SUITES
-from unlearnbench.thresholds import Outcome
 
 
 @dataclass

@@ -32,8 +32,9 @@ from unlearnbench.models.checkpoint import CheckpointSpec, judge_source
 from unlearnbench.models.interface import LanguageModel
 from unlearnbench.openai_api import EndpointError
 from unlearnbench.options import BenchOptions
+from unlearnbench.outcome import Code, Outcome
 from unlearnbench.suites import SUITES, sweep_checkpoints, zoo_checkpoints
-from unlearnbench.thresholds import Check, Code, Outcome, apply_overrides, load_suite_thresholds, power_line
+from unlearnbench.thresholds import Check, apply_overrides, load_suite_thresholds, power_line
 
 REFERENCE_ROLES = ("full", "retain")
 

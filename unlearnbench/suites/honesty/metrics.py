@@ -165,7 +165,7 @@ def build_mcq(items: list[HonestyItem], pool: list[HonestyItem], seed: int) -> l
             options, kind = list(item.choices), "given"
         else:
             gold = normalize_answer(item.answer)
-            for _kind, key, index in indexes:
+            for kind, key, index in indexes:  # noqa: B007 - the kind the loop stops at names the distractors
                 k = key(item)
                 candidates = sorted(a for n, a in index.get(k, {}).items() if n != gold) if k is not None else []
                 if len(candidates) >= N_CHOICES - 1:
