@@ -31,7 +31,6 @@ from unlearnbench.options import BenchOptions
 from unlearnbench.records import RecordedError, SentOnce, check_record
 from unlearnbench.report.schema import add_record, new_report, write_outputs
 from unlearnbench.report.verdicts import looks_level, passes_at
-from unlearnbench.rule import DecisionRule
 from unlearnbench.session import Bench
 from unlearnbench.suites import SUITES, default_file
 
@@ -120,15 +119,17 @@ class UnlearnbenchCallback(TrainerCallback):
         self.name = self.name or Path(args.output_dir).name or "training"
         o = self._options
         spec = self._spec(0)
-        options = BenchOptions(
-            models=[spec],  # a named model: the references are the ones given here, never the zoo's
-            full=CheckpointSpec.parse(f"full={o['full_model']}") if o["full_model"] else None,
-            retain=CheckpointSpec.parse(f"retain={o['retain_model']}") if o["retain_model"] else None,
-            data_dirs=o["data_dirs"],
+        options = BenchOptions.from_values(
+            model=[spec],  # a named model: the references are the ones given here, never the zoo's
+            full_model=f"full={o['full_model']}" if o["full_model"] else None,
+            retain_model=f"retain={o['retain_model']}" if o["retain_model"] else None,
+            data_dir=[
+                directory if suite == "*" else f"{suite}={directory}" for suite, directory in o["data_dirs"].items()
+            ],
             cache_dir=o["cache_dir"],
             device=o["device"],
             seed=o["seed"],
-            rule=DecisionRule(alpha=o["alpha"]),
+            alpha=o["alpha"],
         )
         self.bench = Bench(options)
         self.bench.validate_checkpoints()  # the references' files (the model under training is a series step)

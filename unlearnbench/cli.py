@@ -184,23 +184,21 @@ def _init(args: argparse.Namespace) -> int:
 
 def _preflight(args: argparse.Namespace) -> int:
     """Each check's power from the reference models alone: no candidate loads."""
-    from unlearnbench.models.checkpoint import CheckpointSpec
-    from unlearnbench.options import BenchOptions, data_dirs_of
-    from unlearnbench.rule import DecisionRule
+    from unlearnbench.options import BenchOptions
     from unlearnbench.session import Bench
     from unlearnbench.suites import SUITES
     from unlearnbench.thresholds import power_line
 
     suites = args.suite or [s for s in SUITES if (args.thresholds_dir / f"{s}.yaml").is_file()]  # Bench checks names
-    options = BenchOptions(
-        models=[],
-        data_dirs=data_dirs_of(args.data_dir),
+    options = BenchOptions.from_values(
+        data_dir=args.data_dir,
         device=args.device,
         seed=args.seed,
-        rule=DecisionRule(alpha=args.alpha, power=args.power),
-        full=CheckpointSpec.parse(args.full_model) if args.full_model else None,
-        retain=CheckpointSpec.parse(args.retain_model) if args.retain_model else None,
-        **({"cache_dir": args.cache_dir} if args.cache_dir else {}),
+        alpha=args.alpha,
+        power=args.power,
+        full_model=args.full_model,
+        retain_model=args.retain_model,
+        cache_dir=args.cache_dir,
     )
     bench = Bench(options)
     bench.validate_checkpoints()

@@ -1,11 +1,12 @@
 """A run's settings as frozen values: `BenchOptions`, what an evaluation
 session needs, and `RunOptions`, what the pytest run adds (its reports, its
-baseline, how it shows undecided checks). Whoever builds a `BenchOptions`
-(the plugin, once per process, from its command line; `unlearnbench
-preflight`; the training callback; a notebook) gets the same validation, in
-`__post_init__`; the plugin's option strings are read in one place, the two
-`from_command_line`s, from `plugin._validate_inputs`. Nothing here imports
-torch."""
+baseline, how it shows undecided checks). The package builds a `BenchOptions`
+in one place, `BenchOptions.from_command_line`: the plugin calls it once per
+process with pytest's `config.getoption`, `unlearnbench preflight` and the
+training callback through `from_values` (the same parsing, their values
+given by name, the plugin's defaults for the rest). A notebook may build the
+dataclass directly; `__post_init__` checks what every builder's values must
+be. Nothing here imports torch."""
 
 from __future__ import annotations
 
@@ -51,6 +52,38 @@ def memory_budget_of(text: str) -> int | None:
             f"--memory-budget must be 'auto' or a size of at least 1 MiB such as 512MiB or 4GB, not {text!r}"
         )
     return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+# What `from_command_line` reads, by pytest dest, and the plugin's default for each (checked
+# against the plugin's parser in tests/unit/test_options.py); a suite's flags default to None.
+COMMAND_LINE_DEFAULTS: dict[str, Any] = {
+    "model": [],
+    "model_dir": [],
+    "full_model": None,
+    "retain_model": None,
+    "base_model": None,
+    "thresholds": None,
+    "device": "auto",
+    "device_map": None,
+    "dtype": "auto",
+    "batch_size": "auto",
+    "memory_budget": "auto",
+    "cache_dir": None,
+    "data_dir": [],
+    "suite_option": [],
+    "alpha": 0.05,
+    "correction": None,
+    "power": 0.8,
+    "point_estimate": False,
+    "strict_ci": False,
+    "seed": 0,
+    "shard": None,
+    "tokenizer": [],
+    "endpoint_concurrency": 8,
+    "endpoint_timeout": 120.0,
+    "zoo_extra": [],
+    "checkpoint_deadline": None,
+}
 
 
 @dataclass(frozen=True)
@@ -144,7 +177,7 @@ class BenchOptions:
                 value = get(flag.lstrip("-").replace("-", "_"))
                 if value is not None:
                     suite_options.setdefault(suite, {})[key] = value
-        models = [CheckpointSpec.parse(m) for m in get("model")]
+        models = [m if isinstance(m, CheckpointSpec) else CheckpointSpec.parse(m) for m in get("model")]
         for directory in get("model_dir"):
             models += discover(directory)
         return cls(
@@ -176,6 +209,20 @@ class BenchOptions:
             checkpoint_deadline=get("checkpoint_deadline"),
             zoo_extra=tuple(get("zoo_extra")),
             base_model=get("base_model"),
+        )
+
+    @classmethod
+    def from_values(cls, *, cache_secret: bytes | None = None, **values: Any) -> BenchOptions:
+        """`from_command_line` of a command line that gives `values` (by dest: `data_dir=["dusk=D"]`,
+        `alpha=0.01`; `model` may hold `CheckpointSpec`s) and the plugin's defaults otherwise."""
+        from unlearnbench.suites import SUITES
+
+        flags = {flag.lstrip("-").replace("-", "_") for spec in SUITES.values() for flag, *_ in spec.flags}
+        unknown = sorted(set(values) - set(COMMAND_LINE_DEFAULTS) - flags)
+        if unknown:
+            raise TypeError(f"BenchOptions.from_values: no option {', '.join(unknown)}")
+        return cls.from_command_line(
+            lambda dest: values[dest] if dest in values else COMMAND_LINE_DEFAULTS.get(dest), cache_secret=cache_secret
         )
 
 

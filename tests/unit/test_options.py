@@ -81,3 +81,42 @@ def test_the_training_callback_checks_the_device_before_the_first_step(tmp_path,
     args = TrainingArguments(output_dir=str(tmp_path / "run"), report_to=[], use_cpu=True)
     with pytest.raises(UnlearnbenchError, match="--device must be auto, cpu, cuda or cuda:N, not 'gpu'"):
         callback.on_train_begin(args, TrainerState(), TrainerControl())
+
+
+def test_the_package_builds_its_options_in_one_place():
+    """The plugin, preflight and the callback go through `from_command_line` (which calls `cls`):
+    no module of the package calls the dataclass itself, so no builder can skip its parsing."""
+    import ast
+    from pathlib import Path
+
+    import unlearnbench
+
+    builders = []
+    for path in Path(unlearnbench.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "BenchOptions":
+                builders.append(path.name)
+    assert builders == []
+
+
+def test_the_defaults_from_values_fills_in_are_the_plugins():
+    from _pytest.config.argparsing import Parser
+
+    from unlearnbench import plugin
+    from unlearnbench.options import COMMAND_LINE_DEFAULTS
+
+    parser = Parser(_ispytest=True)  # pytest builds it for a run; here only to read its defaults
+    plugin.pytest_addoption(parser)
+    parsed = vars(parser.parse([]))
+    assert {dest: parsed[dest] for dest in COMMAND_LINE_DEFAULTS} == COMMAND_LINE_DEFAULTS
+
+
+def test_values_given_by_name_are_parsed_as_the_command_line_is(tmp_path):
+    given = dict(data_dir=["dusk=/data/dusk"], device="cpu", alpha=0.01, full_model=f"full={tmp_path}")
+    from_values = BenchOptions.from_values(**given)
+    assert from_values == BenchOptions.from_command_line(command_line(**given))
+    assert (from_values.full.name, from_values.rule.alpha, from_values.rule.correction) == ("full", 0.01, "holm")
+    with pytest.raises(TypeError, match="no option devcie"):
+        BenchOptions.from_values(devcie="cpu")
+    with pytest.raises(UnlearnbenchError, match="--device must be auto, cpu, cuda or cuda:N, not 'gpu'"):
+        BenchOptions.from_values(device="gpu")
