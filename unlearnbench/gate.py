@@ -68,8 +68,8 @@ class Gate:
         state = self.state
         if state.baseline is None:
             pytest.skip("no --baseline given")
+        from unlearnbench.engine.roster import REFERENCE_ROLES
         from unlearnbench.report.baseline import baseline_checkpoint, regressions
-        from unlearnbench.session import REFERENCE_ROLES
 
         source = str(state.run_options.baseline)
         run = state.bench.run(self.checkpoint, self.suite)

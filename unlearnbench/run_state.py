@@ -383,7 +383,7 @@ def anchors(options) -> dict[str, str]:
     """{checkpoint name: role} for the checkpoints that are the run's reference
     models: on the default zoo, the suites' zoo references; else the --model
     entries with the same source as --full-model / --retain-model."""
-    from unlearnbench.session import REFERENCE_ROLES
+    from unlearnbench.engine.roster import REFERENCE_ROLES
     from unlearnbench.suites import SUITES
 
     if not options.models:

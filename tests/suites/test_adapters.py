@@ -156,7 +156,7 @@ def test_adapters_over_one_base_share_its_loaded_weights(zoo_family, cache_dir, 
             bench.run(spec, suite)
         handle = bench.handle(spec)
         base_models.append(handle.model)
-        live.append(len({id(h.model) for h in bench._handles.values()}))
+        live.append(len({id(h.model) for h in bench.models.held.values()}))
         bench.release(spec)
     assert all(model is base_models[0] for model in base_models), "each adapter loaded its base again"
     assert max(live) <= 3, live  # full + retain + the shared base under the adapter under test

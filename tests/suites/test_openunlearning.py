@@ -356,7 +356,7 @@ def test_a_reference_run_records_the_code_it_reproduces_in_the_report(data_root)
     (and not for the default one)."""
     from unlearnbench.data.openunlearning import REFERENCE_CODE
     from unlearnbench.report.schema import add_record, new_report
-    from unlearnbench.session import run_data
+    from unlearnbench.engine.results import run_data
 
     assert REFERENCE_CODE == f"locuslab/open-unlearning@{oc.COMMIT}"
     report = new_report({"id": "run"})

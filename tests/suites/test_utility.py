@@ -403,4 +403,4 @@ def test_without_lm_eval_the_suite_is_unavailable_and_loads_no_model(tmp_path, c
     run, specs = bench(folder, cache_dir, zoo_family, models=("retain",))
     verdict, _ = run.judge(specs[0], "utility", "facts_kept")
     assert verdict.outcome == "skip" and "pip install 'unlearnbench[lmeval]'" in verdict.reason
-    assert run._handles == {}  # nothing loaded: neither the checkpoint nor the full model
+    assert run.models.held == {}  # nothing loaded: neither the checkpoint nor the full model

@@ -79,15 +79,15 @@ def test_every_suite_option_alone_misses_the_result_cache(suite, cache_dir, zoo_
         pytest.importorskip("lm_eval", reason="pip install 'unlearnbench[lmeval]'")
     base_options = BASE_OPTIONS.get(suite, {})
     base = _bench(cache_dir, data, model, {suite: dict(base_options)})
-    assert base._run_parts(model, suite) == _bench(cache_dir, data, model, {suite: dict(base_options)})._run_parts(
-        model, suite)
+    again = _bench(cache_dir, data, model, {suite: dict(base_options)})
+    assert base.results._run_parts(model, suite) == again.results._run_parts(model, suite)
     for option, value in OTHER_VALUE[suite].items():
         value, shared = value if isinstance(value, tuple) else (value, {})
         alongside = _bench(cache_dir, data, model, {suite: {**base_options, **shared}}) if shared else base
         other = _bench(cache_dir, data, model, {suite: {**base_options, **shared, option: value.format(data=data)}})
-        assert other._run_parts(model, suite) != alongside._run_parts(model, suite), f"{suite}.{option}"
+        assert other.results._run_parts(model, suite) != alongside.results._run_parts(model, suite), f"{suite}.{option}"
         # Reference-model work done for the suite is keyed the same way.
-        assert other.memo(suite)._parts("op", {}, {}) != alongside.memo(suite)._parts("op", {}, {}), \
+        assert other.store.memo(suite)._parts("op", {}, {}) != alongside.store.memo(suite)._parts("op", {}, {}), \
             f"{suite}.{option}"
 
 

@@ -22,7 +22,7 @@ from conftest import metric_modules
 PACKAGE = Path(__file__).resolve().parents[2] / "unlearnbench"
 SUITES_DIR = PACKAGE / "suites"
 # What runs a model or reaches a server: metric code must not depend on any of it.
-FORBIDDEN_IN_METRICS = ("unlearnbench.backends", "unlearnbench.session", "unlearnbench.plugin", "unlearnbench.models.",
+FORBIDDEN_IN_METRICS = ("unlearnbench.backends", "unlearnbench.session", "unlearnbench.engine", "unlearnbench.plugin", "unlearnbench.models.",
                         "unlearnbench.attacks", "unlearnbench.openai_api", "unlearnbench.sweep", "unlearnbench.cli")
 ALLOWED = ("unlearnbench.models.interface",)
 
@@ -153,3 +153,23 @@ def test_the_package_has_no_import_cycle():
         if node not in index:
             visit(node)
     assert cycles == []
+
+
+def test_the_session_is_a_thin_facade_over_the_engine():
+    """Issue 58: `Bench` held 32 methods and 11 private tables; each job is now an engine part,
+    and the façade only wires them (no private state of its own)."""
+    from unlearnbench.session import Bench
+
+    source = (PACKAGE / "session.py").read_text()
+    assert len(source.splitlines()) < 150
+    state = {node.attr for node in ast.walk(ast.parse(source))
+             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+             and node.attr.startswith("_")}
+    assert not state, f"the façade keeps private state: {state}"
+    assert {"roster", "models", "store", "results", "judging"} <= set(vars(Bench(_options())))
+
+
+def _options():
+    from unlearnbench.options import BenchOptions
+
+    return BenchOptions(models=[])

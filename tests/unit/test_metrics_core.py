@@ -69,7 +69,7 @@ def test_the_bench_seed_reaches_every_bootstrap(cache_dir, smoke_lm_dir):
     for seed in (0, 0, 1):
         bench = Bench(BenchOptions(models=[spec], cache_dir=cache_dir, device="cpu", seed=seed))
         bench.prepare_suites(["smoke"], {"smoke": root / "thresholds" / "smoke.yaml"})
-        cis.append(bench._evaluate(bench.handle(spec), "smoke").metrics["mean_token_logprob"].ci)
+        cis.append(bench.results._evaluate(bench.handle(spec), "smoke").metrics["mean_token_logprob"].ci)
     assert cis[0] == cis[1] and cis[0] != cis[2]
 
 

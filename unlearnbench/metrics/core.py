@@ -64,7 +64,7 @@ class MetricResult:
     # "bootstrap-percentile" (any other mean, or a set-level value with
     # `replicates`), None (a value with no interval of its own). In a run, the
     # session restates a per-item mean's `ci` and `interval` as the decision
-    # interval of the metric's declared kind and clusters (`session.restate_intervals`).
+    # interval of the metric's declared kind and clusters (`engine.results.restate_intervals`).
     interval: str | None = None
     # A set-level value's bootstrap replicates (one per resample, drawn by
     # `bootstrap_indices`): the checkpoint's and its reference's replicate k
