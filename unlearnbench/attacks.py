@@ -55,17 +55,15 @@ def check_available(names) -> None:
     for name in names:
         if name not in ATTACKS:
             raise UnlearnbenchError(f"unknown attack '{name}' (known: {', '.join(ATTACKS)})")
-    needs = {
-        "quant4": ("bitsandbytes", "pip install bitsandbytes"),
-        "quant8": ("bitsandbytes", "pip install bitsandbytes"),
-        "relearn": ("peft", "pip install peft"),
-    }
     import importlib.util
 
     for name in names:
-        module, how = needs[name]
-        if importlib.util.find_spec(module) is None:
-            raise UnlearnbenchError(f"attack '{name}' needs {module}, which is not installed ({how})")
+        if name in ("quant4", "quant8") and importlib.util.find_spec("bitsandbytes") is None:
+            others = ",".join(a for a in names if a not in ("quant4", "quant8")) or "relearn"
+            raise UnlearnbenchError(
+                f"attack '{name}' needs bitsandbytes: pip install 'unlearnbench[quant]' (or leave the "
+                f"quantization attacks out: --suite-option robustness.attacks={others})"
+            )
 
 
 def attacked_dir(root: Path, fingerprint: str, attack: Attack) -> Path:

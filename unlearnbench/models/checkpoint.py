@@ -384,7 +384,7 @@ def _check_gguf(path: Path) -> None:
     try:
         from gguf import GGUFReader
     except ImportError:
-        raise CheckpointError(path, "loading GGUF files needs the `gguf` package (pip install gguf)") from None
+        raise CheckpointError(path, "loading a GGUF file needs gguf: pip install 'unlearnbench[gguf]'") from None
     try:
         GGUFReader(str(path))  # parses every tensor descriptor; fails on truncation
     except Exception as exc:  # noqa: BLE001 - the reader raises assorted errors on bad files
