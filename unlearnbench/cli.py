@@ -280,10 +280,11 @@ def _report(args: argparse.Namespace) -> int:
 
 def _merge(args: argparse.Namespace) -> int:
     from unlearnbench.report.merge import merge_reports
-    from unlearnbench.report.schema import load_report, write_outputs
+    from unlearnbench.report.model import Report
+    from unlearnbench.report.schema import write_outputs
     from unlearnbench.report.text import path_lines, verdict_lines
 
-    reports = [(str(path), load_report(path)) for path in args.reports]
+    reports = [(str(path), Report.read(path)) for path in args.reports]
     merged = merge_reports(reports, force=args.force)
     for warning in merged.get("merge_warnings", []):
         print(f"warning: {warning}", file=sys.stderr)

@@ -199,6 +199,7 @@ def sweep(
 ) -> tuple[int, Path]:
     """Run the sweep; returns (exit status as pytest's, merged report.json)."""
     from unlearnbench.report.merge import merge_reports
+    from unlearnbench.report.model import Report
     from unlearnbench.report.schema import add_lost, new_report, write_outputs
     from unlearnbench.report.text import path_lines, verdict_lines
     from unlearnbench.shard import Shard
@@ -252,7 +253,7 @@ def sweep(
     finally:
         ray.shutdown()
 
-    reports = [(f"ray:{r['name']}", r["report"]) for r in results if r["report"] is not None]
+    reports = [(f"ray:{r['name']}", Report.of(r["report"], f"ray:{r['name']}")) for r in results if r["report"]]
     merged = merge_reports(reports) if reports else new_report({})
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-ray-" + os.urandom(3).hex()
     directory = Path(run_plan["report_base"]) / run_id

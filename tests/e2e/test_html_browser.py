@@ -338,3 +338,17 @@ def test_the_zoo_run_decides_and_separates_and_no_two_suites_measure_the_same_it
                 if len(set(values)) > 1:
                     owners.setdefault(values, set()).add(suite)
         assert all(len(suites) == 1 for suites in owners.values()), (name, [s for s in owners.values() if len(s) > 1])
+
+
+def test_the_main_jobs_report_reads_back_typed_field_for_field(zoo_report):
+    """Every part of a real run's report.json fits the report's types (report/model.py), and reading it
+    loses nothing: what `unlearnbench merge`, the site and a baseline read is what the run wrote."""
+    from unlearnbench.outcome import Outcome
+    from unlearnbench.report.model import Report
+
+    path = zoo_report.with_name("report.json")
+    report = Report.read(path)
+    assert report.to_dict() == json.loads(path.read_text())
+    outcomes = {check.outcome for _, _, check in report.checks()}
+    assert {Outcome.PASS, Outcome.FAIL, Outcome.INCONCLUSIVE} <= outcomes
+    assert len(report.checkpoints) == 13

@@ -117,24 +117,31 @@ def test_html_says_a_run_was_interrupted_at_the_top():
     assert "Interrupted (Ctrl-C)" in page[banner:page.index('id="verdict-banner"')]
 
 
+def typed(pairs):
+    """(label, report dict) pairs as `unlearnbench merge` reads them: typed, upgraded and checked."""
+    from unlearnbench.report.model import Report
+
+    return [(label, Report.of(report, label)) for label, report in pairs]
+
+
 def test_merge_combines_disjoint_runs_and_refuses_incompatible_ones():
     a = synthetic({"a": {"c1": verdict("pass", 0.6, 0.5)}})
     b = synthetic({"b": {"c1": verdict("fail", 0.3, 0.5)}})
-    merged = merge.merge_reports([("A.json", a), ("B.json", b)])
+    merged = merge.merge_reports(typed([("A.json", a), ("B.json", b)]))
     assert set(merged["checkpoints"]) == {"a", "b"}
     assert merged["summary"]["passed"] == 1 and merged["summary"]["failed"] == 1
     assert [m["file"] for m in merged["merged_from"]] == ["A.json", "B.json"]
 
     other_bound = synthetic({"b": {"c1": verdict("fail", 0.3, 0.7)}})
     with pytest.raises(ValueError, match=r"check s.c1 differs between A.json and B.json.*--force"):
-        merge.merge_reports([("A.json", a), ("B.json", other_bound)])
-    forced = merge.merge_reports([("A.json", a), ("B.json", other_bound)], force=True)
+        merge.merge_reports(typed([("A.json", a), ("B.json", other_bound)]))
+    forced = merge.merge_reports(typed([("A.json", a), ("B.json", other_bound)]), force=True)
     assert "differs" in forced["merge_warnings"][0]
     other_data = synthetic({"b": {"c1": verdict("fail", 0.3, 0.5)}}, fingerprint="data-2")
     with pytest.raises(ValueError, match="s data fingerprint differs"):
-        merge.merge_reports([("A.json", a), ("B.json", other_data)])
+        merge.merge_reports(typed([("A.json", a), ("B.json", other_data)]))
     with pytest.raises(ValueError, match="checkpoint a is in both A.json and C.json"):
-        merge.merge_reports([("A.json", a), ("C.json", copy.deepcopy(a))], force=True)
+        merge.merge_reports(typed([("A.json", a), ("C.json", copy.deepcopy(a))]), force=True)
 
 
 def test_merge_keeps_each_runs_regressions_and_non_finite_notes():
@@ -143,10 +150,10 @@ def test_merge_keeps_each_runs_regressions_and_non_finite_notes():
     a["regressions"] = [{"checkpoint": "a", "suite": "s", "metric": "m", "value": 0.2, "baseline": 0.6}]
     b["regressions"] = [{"checkpoint": "b", "suite": "s", "metric": "m", "value": 0.1, "baseline": 0.5}]
     b["non_finite"] = [{"path": "checkpoints.b.suites.s.metrics.m.value", "was": "nan"}]
-    merged = merge.merge_reports([("A.json", a), ("B.json", b)])
+    merged = merge.merge_reports(typed([("A.json", a), ("B.json", b)]))
     assert [r["checkpoint"] for r in merged["regressions"]] == ["a", "b"]
     assert merged["non_finite"] == b["non_finite"]
-    assert set(merge.merge_reports([("A.json", a)])["checkpoints"]) == {"a"}  # one shard's report is a sweep too
+    assert set(merge.merge_reports(typed([("A.json", a)]))["checkpoints"]) == {"a"}  # one shard's report is a sweep too
 
 
 def test_merge_cli_writes_json_and_html(tmp_path, capsys):

@@ -87,6 +87,7 @@ def test_a_serial_sweep_holds_the_references_and_one_checkpoint(project, cache_d
 def test_shards_split_checkpoints_and_merge_into_the_one_run_report(project, cache_dir, smoke_lm_dir,
                                                                     smoke_untrained_dir, tmp_path):
     from unlearnbench.report.merge import merge_reports
+    from unlearnbench.report.model import Report
 
     names = {"lm": smoke_lm_dir, "untrained": smoke_untrained_dir}
     for i in range(3):
@@ -108,7 +109,7 @@ def test_shards_split_checkpoints_and_merge_into_the_one_run_report(project, cac
     owned = [set(s["checkpoints"]) for s in shards]
     assert sorted(n for o in owned for n in o) == sorted(names)  # each checkpoint in exactly one shard
     assert all(owned)  # 5 checkpoints over 3 shards: none empty
-    merged = merge_reports([(f"shard{i}", s) for i, s in enumerate(shards)])
+    merged = merge_reports([(f"shard{i}", Report.of(s)) for i, s in enumerate(shards)])
 
     assert comparable_report(merged) == comparable_report(whole)
     assert merged["summary"] == whole["summary"]

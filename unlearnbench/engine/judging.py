@@ -4,26 +4,30 @@ correction across every tested check of the checkpoint."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from unlearnbench import progress
 from unlearnbench.engine.results import Results, SuiteRun
 from unlearnbench.engine.roster import Roster
 from unlearnbench.errors import UnlearnbenchError
 from unlearnbench.evidence import holm_adjusted
-from unlearnbench.metrics.core import seeded
+from unlearnbench.metrics.core import MetricResult, Unavailable, seeded
 from unlearnbench.models.checkpoint import CheckpointSpec
 from unlearnbench.options import BenchOptions
 from unlearnbench.outcome import Code, Outcome
 from unlearnbench.suites import SUITES
 from unlearnbench.thresholds import Check, Verdict, apply_overrides, load_suite_thresholds, power_line
 
+Metrics = Mapping[str, MetricResult | Unavailable]  # a suite's metrics on one model
+
 
 class Judging:
     def __init__(self, options: BenchOptions, gates: dict[str, dict[str, Check]], roster: Roster, results: Results):
         self.options, self.roster, self.results = options, roster, results
         self.gates = gates  # suite -> check name -> check: the run's, filled by load_gates
-        self.powers: dict[str, list[dict]] = {}  # suite -> its checks' power (Check.power), once per suite
+        self.powers: dict[str, list[dict[str, Any]]] = {}  # suite -> its checks' power (Check.power), once per suite
         self._holm: dict[str, dict[tuple[str, str], float]] = {}  # checkpoint -> {(suite, check): Holm-adjusted p}
 
     def load_gates(self, suites: list[str], thresholds_files: dict[str, Path]) -> None:
@@ -121,7 +125,7 @@ class Judging:
             self._holm[spec.name] = holm_adjusted(family, self.options.rule.alpha)
         return self._holm[spec.name]
 
-    def power(self, suite: str) -> list[dict]:
+    def power(self, suite: str) -> list[dict[str, Any]]:
         """Each check's power from the suite's reference models (Check.power),
         computed once, its underpowered checks printed as they are found."""
         if suite not in self.powers:
@@ -141,10 +145,10 @@ class Judging:
                     progress.note(power_line(power))
         return self.powers[suite]
 
-    def _judge_inputs(self, check: Check, suite: str) -> tuple:
+    def _judge_inputs(self, check: Check, suite: str) -> tuple[Metrics | None, dict[str, Metrics | None]]:
         """(reference metrics, other reference models' metrics) a check's judgement reads."""
         reference = self.results.reference_run(check.relative_to, suite) if check.relative_to else None
-        others = {}
+        others: dict[str, Metrics | None] = {}
         for role in check.reference_roles:
             if role != check.relative_to and (reference is not None or role == "full"):
                 other = self.results.reference_run(role, suite)

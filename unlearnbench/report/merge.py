@@ -11,33 +11,37 @@ A checkpoint name may appear in one run only.
 
 from __future__ import annotations
 
-import copy
 import secrets
 from datetime import datetime, timezone
+from typing import Any
 
+from unlearnbench.outcome import Outcome
+from unlearnbench.report.model import CheckResult, Report
 from unlearnbench.report.schema import new_report
 
 GATE_FIELDS = ("metric", "direction", "relative_to", "margin", "strict_ci", "rule", "alpha", "correction")
 
 
-def gate_signature(verdict: dict) -> tuple:
-    bound = None if verdict.get("relative_to") else verdict.get("bound")
-    return tuple(verdict.get(f) for f in GATE_FIELDS) + (bound,)
+def gate_signature(check: CheckResult) -> tuple[object, ...]:
+    """What two runs must agree on for a check's verdicts to be comparable: its gate and decision rule."""
+    bound = None if check.relative_to else check.bound
+    return tuple(getattr(check, name) for name in GATE_FIELDS) + (bound,)
 
 
-def _signatures(report: dict) -> tuple[dict, dict]:
-    gates, data = {}, {}
-    for checkpoint in report["checkpoints"].values():
-        for suite, result in checkpoint["suites"].items():
-            if result.get("data", {}).get("fingerprint"):
-                data[suite] = result["data"]["fingerprint"]
-            for check, verdict in result["checks"].items():
-                if verdict.get("outcome") != "error":
-                    gates[(suite, check)] = gate_signature(verdict)
+def _signatures(report: Report) -> tuple[dict[tuple[str, str], tuple[object, ...]], dict[str, str]]:
+    gates: dict[tuple[str, str], tuple[object, ...]] = {}
+    data: dict[str, str] = {}
+    for checkpoint in report.checkpoints.values():
+        for suite, result in checkpoint.suites.items():
+            if result.data.get("fingerprint"):
+                data[suite] = result.data["fingerprint"]
+            for name, check in result.checks.items():
+                if check.outcome is not Outcome.ERROR:
+                    gates[(suite, name)] = gate_signature(check)
     return gates, data
 
 
-def merge_reports(reports: list[tuple[str, dict]], *, force: bool = False) -> dict:
+def merge_reports(reports: list[tuple[str, Report]], *, force: bool = False) -> dict[str, Any]:
     """One report from (label, report) pairs; ValueError on incompatible runs."""
     if not reports:
         raise ValueError("merge needs at least one report")
@@ -62,7 +66,7 @@ def merge_reports(reports: list[tuple[str, dict]], *, force: bool = False) -> di
         gates.update(other_gates)
         data.update(other_data)
     for label, report in reports:
-        for name in report["checkpoints"]:
+        for name in report.checkpoints:
             if name in owner:
                 problems.append(f"checkpoint {name} is in both {owner[name]} and {label}")
             owner[name] = label
@@ -72,36 +76,37 @@ def merge_reports(reports: list[tuple[str, dict]], *, force: bool = False) -> di
         raise ValueError("cannot merge: " + "; ".join(problems) + hint)
 
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    runs = [report.run for _, report in reports]
     merged = new_report(
         {
             "id": datetime.now().strftime("%Y%m%d-%H%M%S") + "-merged-" + secrets.token_hex(3),
-            "started_at": min(r["run"].get("started_at", now) for _, r in reports),
-            "finished_at": max(r["run"].get("finished_at") or now for _, r in reports),
+            "started_at": min(run.started_at or now for run in runs),
+            "finished_at": max(run.finished_at or now for run in runs),
             "command": ["unlearnbench", "merge", *(label for label, _ in reports)],
-            "cache": {
-                k: sum(r["run"].get("cache", {}).get(k, 0) for _, r in reports) for k in ("hits", "misses", "corrupt")
-            },
-            "exit_status": max(int(r["run"].get("exit_status") or 0) for _, r in reports),
-            "anchors": {name: role for _, r in reports for name, role in (r["run"].get("anchors") or {}).items()},
+            "cache": {k: sum(run.cache.get(k, 0) for run in runs) for k in ("hits", "misses", "corrupt")},
+            "exit_status": max(run.exit_status or 0 for run in runs),
+            "anchors": {name: role for run in runs for name, role in run.anchors.items()},
         }
     )
-    reference_code = {suite: code for _, r in reports for suite, code in (r["run"].get("reference_code") or {}).items()}
+    reference_code = {suite: code for run in runs for suite, code in run.reference_code.items()}
     if reference_code:
         merged["run"]["reference_code"] = reference_code
     merged["merged_from"] = [
-        {"file": label, "run_id": r["run"].get("id"), "environment": r.get("environment")} for label, r in reports
+        {"file": label, "run_id": r.run.id or None, "environment": r.to_dict().get("environment")}
+        for label, r in reports
     ]
     if problems:
         merged["merge_warnings"] = problems
     for _, report in reports:
-        merged["checkpoints"].update(copy.deepcopy(report["checkpoints"]))
-        for role, info in report.get("references", {}).items():
+        plain = report.to_dict()
+        merged["checkpoints"].update(plain["checkpoints"])
+        for role, info in report.references.items():
             merged["references"][role] = merged["references"].get(role) or info
-        for key in merged["summary"]:
-            merged["summary"][key] += report["summary"].get(key, 0)
-        for key in ("regressions", "non_finite"):
-            if report.get(key):
-                merged.setdefault(key, []).extend(copy.deepcopy(report[key]))
-        for role, suites in (report.get("reference_values") or {}).items():  # what shards' series curves read
-            merged.setdefault("reference_values", {}).setdefault(role, {}).update(copy.deepcopy(suites))
+        for outcome in merged["summary"]:
+            merged["summary"][outcome] += getattr(report.summary, outcome)
+        for notes in ("regressions", "non_finite"):
+            if plain.get(notes):
+                merged.setdefault(notes, []).extend(plain[notes])
+        for role, suites in (plain.get("reference_values") or {}).items():  # what shards' series curves read
+            merged.setdefault("reference_values", {}).setdefault(role, {}).update(suites)
     return merged

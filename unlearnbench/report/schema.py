@@ -55,11 +55,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from unlearnbench.atomic import atomic_write_text
+from unlearnbench.report.model import SCHEMA, SCHEMA_VERSION, Report
 from unlearnbench.report.verdicts import assess
 
-SCHEMA = "unlearnbench.report"
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
 SUMMARY_KEYS = {
     "pass": "passed",
     "fail": "failed",
@@ -261,19 +259,8 @@ def _point_latest(directory: Path) -> None:
 
 
 def load_report(path: Path) -> dict:
-    try:
-        report = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{path}: file not found") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: invalid JSON ({exc.msg}, line {exc.lineno})") from None
-    if not isinstance(report, dict) or report.get("schema") != SCHEMA:
-        raise ValueError(f"{path}: not an unlearnbench report")
-    if report.get("schema_version") not in READABLE_VERSIONS:
-        raise ValueError(
-            f"{path}: report schema version {report.get('schema_version')}, expected one of "
-            f"{', '.join(map(str, READABLE_VERSIONS))}"
-        )
-    report.pop("leaderboard", None)
+    """The report at `path` as this schema version writes it (report/model.py upgrades and checks it), with
+    its assessment computed again; a ValueError naming the file and the problem otherwise."""
+    report = Report.read(path).to_dict()
     report["assessment"] = assess(report)
     return report

@@ -494,7 +494,11 @@ def _run_page(run: leaderboard.Run, copied: bool, rows_of: dict[str, dict]) -> s
                 else " (no report.html beside it)"
             ),
         ),
-        ("schema version", _e(report.get("schema_version"))),
+        (
+            "schema version",
+            _e(report.get("schema_version"))
+            + (f" (upgraded from {_e(report['upgraded_from'])})" if report.get("upgraded_from") else ""),
+        ),
         ("started / finished", f"{_e(info.get('started_at', ''))} / {_e(info.get('finished_at', ''))}"),
         ("duration", f"{significant(info.get('duration_s'), 3)} s"),
         ("command", f"<code>{_e(command)}</code>"),
@@ -502,7 +506,7 @@ def _run_page(run: leaderboard.Run, copied: bool, rows_of: dict[str, dict]) -> s
         ("seed", _e(info.get("seed", ""))),
         (
             "decision rule",
-            _e(decision.get("text") or ("strict CI" if info.get("strict_ci") else "not recorded (older report)")),
+            _e(decision.get("text")),
         ),
         ("exit status", _e(info.get("exit_status", ""))),
     ]
