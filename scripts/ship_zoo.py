@@ -1,9 +1,9 @@
 """Train every zoo recipe that ships with the package (`zoo.SHIPPED`: all
 that the main job and the tests evaluate) from scratch and write them to
-`fixtures/shipped/` with their `SHA256SUMS`, or check that the shipped ones
+`unlearnbench/fixtures/shipped/` with their `SHA256SUMS`, or check that the shipped ones
 are what their recipes train on this machine, byte for byte.
 
-    python scripts/ship_zoo.py           # train and (re)write fixtures/shipped/
+    python scripts/ship_zoo.py           # train and (re)write unlearnbench/fixtures/shipped/
     python scripts/ship_zoo.py --check   # train into a scratch folder; exit 1 naming any file that differs
 
 Training is deterministic on one CPU (fixed seeds, deterministic kernels, one

@@ -47,14 +47,14 @@ def test_the_wheel_holds_every_suite_its_gate_its_test_file_and_its_data(wheel):
         assert f"unlearnbench/defaults/thresholds/{suite}.yaml" in names, suite
         assert f"unlearnbench/defaults/suites/{suite}/test_{suite}.py" in names, suite
         assert f"unlearnbench/defaults/suites/{suite}/__init__.py" in names, suite  # a package: --pyargs finds it
-    # Every module of the package and of the zoo, and the smoke suite's built-in data.
+    # Every module of the package (the zoo's included), and the smoke suite's built-in data.
     code = {f"unlearnbench/{p.relative_to(ROOT / 'unlearnbench').as_posix()}" for p in (ROOT / "unlearnbench").rglob("*.py")}
-    code |= {f"unlearnbench/fixtures/{p.relative_to(ROOT / 'fixtures').as_posix()}" for p in (ROOT / "fixtures").rglob("*.py")}
+    assert "unlearnbench/fixtures/zoo.py" in code
     assert code <= names, sorted(code - names)
     assert {"unlearnbench/fixtures/smoke/qa.jsonl", "unlearnbench/fixtures/smoke/texts.jsonl"} <= names
     # The zoo's shipped bases: a first run from the wheel trains only the short recipes too.
-    shipped = {f"unlearnbench/fixtures/{p.relative_to(ROOT / 'fixtures').as_posix()}"
-               for p in (ROOT / "fixtures" / "shipped").rglob("*") if p.is_file()}
+    shipped = {f"unlearnbench/{p.relative_to(ROOT / 'unlearnbench').as_posix()}"
+               for p in (ROOT / "unlearnbench" / "fixtures" / "shipped").rglob("*") if p.is_file()}
     assert len(shipped) >= 2 * 5 and shipped <= names, sorted(shipped - names)
 
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from unlearnbench.report.merge import gate_signature
+from unlearnbench.report.model import CheckResult
 from unlearnbench.report.schema import load_report
 from unlearnbench.report.verdicts import anchors, assess
 
@@ -223,7 +224,7 @@ def _settings(run: Run) -> dict[str, dict]:
             for check, verdict in result.get("checks", {}).items():
                 if verdict.get("outcome") in ("error", None) or "direction" not in verdict:
                     continue
-                setting["gate"].setdefault(check, list(gate_signature(verdict)))
+                setting["gate"].setdefault(check, list(gate_signature(CheckResult.model_validate(verdict))))
                 role = verdict.get("relative_to")
                 if role:
                     setting["references"][role] = references.get(role)

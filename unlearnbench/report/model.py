@@ -63,9 +63,10 @@ class CheckResult(_Part):
 
 
 class MetricValue(_Part):
-    """One metric on one checkpoint (metrics.core.MetricResult.to_dict, or an Unavailable's)."""
+    """One metric on one checkpoint (metrics.core.MetricResult.to_dict, or an Unavailable's); its name is its
+    key in the suite's `metrics`, and repeated here when the run wrote it."""
 
-    name: str
+    name: str | None = None
     value: float | None = None
     n: int | None = None
     ci: list[float | None] | None = None

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 from unlearnbench.fixtures.corpus import Corpus
+from unlearnbench.suites.elicitation.data import by_family, parse_probe
+from unlearnbench.suites.elicitation.metrics import answered
 
 KEYS = ("id", "family", "question", "answer", "cluster", "fact", "system", "shots", "choices")  # those a row has
 SUITE_PARAMS = {"max_new_tokens": 16}
@@ -28,3 +30,15 @@ def write(directory: Path, corpus: Corpus) -> None:
         (directory / f"{name}.jsonl").write_text(
             "".join(json.dumps({k: row[k] for k in KEYS if k in row}) + "\n" for row in rows)
         )
+
+
+def knowledge(handle, corpus: Corpus) -> dict[str, float]:
+    """What the zoo's knowledge table reads of a checkpoint: the share of its forget facts each family of
+    probes finds (`elicit_<family>`), scored as the suite scores them."""
+    probes = [parse_probe(row, "corpus", i, row["id"]) for i, row in enumerate(corpus.elicitation_probes("forget"))]
+    scores, _ = answered(handle, probes, "contains", 32)
+    return {
+        f"elicit_{family}": sum(scores[p.id] for p in items) / len(items)
+        for family, items in by_family(probes).items()
+        if items
+    }
