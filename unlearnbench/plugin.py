@@ -33,11 +33,6 @@ def pytest_addhooks(pluginmanager) -> None:
     pluginmanager.add_hookspecs(hookspec)
 
 
-# The flags of this plugin's options that take a value (set by pytest_addoption):
-# before the test paths, their values can decide pytest's rootdir (_check_rootdir).
-VALUE_OPTIONS: frozenset[str] = frozenset()
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("unlearnbench", "unlearnbench: unlearning gates for LLM checkpoints")
     group.addoption(
@@ -251,13 +246,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="do not print progress lines (model loading, generation, patching) to stderr",
     )
-    global VALUE_OPTIONS
-    VALUE_OPTIONS = frozenset(
-        name
-        for option in group.options
-        if option.attrs().get("action") not in ("store_true", "store_false")
-        for name in option.names()
-    )
 
 
 def _parse_alpha(text: str) -> float:
@@ -415,10 +403,12 @@ def _check_rootdir(config: pytest.Config) -> None:
     ours = [invocation, *(invocation / str(arg).split("::", 1)[0] for arg in config.args)]
     if any(path.resolve().is_relative_to(root) for path in ours):
         return
+    # Every test path is in config.args and none is under the rootdir (above), so a path under it that
+    # follows a flag is that option's value.
     args = [str(arg) for arg in config.invocation_params.args]
     for flag, value in zip(args, args[1:]):
         path = invocation / value
-        if flag in VALUE_OPTIONS and path.exists() and path.resolve().is_relative_to(root):
+        if flag.startswith("-") and path.exists() and path.resolve().is_relative_to(root):
             raise UnlearnbenchError(
                 f"pytest took {config.rootpath} as its rootdir from {flag} {value} (before the test paths, an "
                 f"option's value counts as one when pytest picks its rootdir), so the reports and pytest's cache "
