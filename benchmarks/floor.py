@@ -47,7 +47,7 @@ FIRST = "first"  # evaluated before the candidate in the same process: it pays t
 RECORDER = '''
 import collections, json, os
 
-from unlearnbench import session as session_module
+from unlearnbench.engine import results as results_module
 from unlearnbench.models import handle as handle_module
 
 CURRENT = {"suite": None}
@@ -121,7 +121,7 @@ def _unrecorded(handle, args, kwargs):
 handle_module.ModelHandle.load = classmethod(_counted_load)
 
 
-_evaluate = session_module.Bench._evaluate
+_evaluate = results_module.Results._evaluate
 
 
 def _evaluating(self, handle, suite):
@@ -141,7 +141,7 @@ def _evaluating(self, handle, suite):
             LOG.setdefault("_cuda_peak_bytes", {})[suite] = peak
 
 
-session_module.Bench._evaluate = _evaluating
+results_module.Results._evaluate = _evaluating
 
 
 def pytest_sessionfinish(session):

@@ -330,7 +330,7 @@ def test_reference_work_is_cached_across_sessions(zoo_family, cache_dir, zoo_ben
     # the references' (retain for the bounds, full for `separated_from`); it
     # loads no model and judges exactly as the first.
     assert fresh.cache.stats.misses == 0 and fresh.cache.stats.hits == 4
-    assert not fresh._handles
+    assert not fresh.models.held
     assert verdicts[2:] == verdicts[:2]
 
 
