@@ -58,6 +58,8 @@ def check_available(names) -> None:
     import importlib.util
 
     for name in names:
+        if name == "relearn" and importlib.util.find_spec("peft") is None:
+            raise UnlearnbenchError(f"attack '{name}' needs peft, which is not installed (pip install peft)")
         if name in ("quant4", "quant8") and importlib.util.find_spec("bitsandbytes") is None:
             others = ",".join(a for a in names if a not in ("quant4", "quant8")) or "relearn"
             raise UnlearnbenchError(

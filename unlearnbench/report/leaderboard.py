@@ -463,7 +463,7 @@ def build(runs: list[Run]) -> dict:
                 "id": r.id,
                 "file": str(r.file),
                 "started_at": r.report["run"].get("started_at"),
-                "schema_version": r.report.get("schema_version"),
+                "schema_version": r.report.get("upgraded_from") or r.report.get("schema_version"),  # the file's
                 "checkpoints": list(r.report["checkpoints"]),
             }
             for r in runs

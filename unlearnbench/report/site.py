@@ -496,8 +496,8 @@ def _run_page(run: leaderboard.Run, copied: bool, rows_of: dict[str, dict]) -> s
         ),
         (
             "schema version",
-            _e(report.get("schema_version"))
-            + (f" (upgraded from {_e(report['upgraded_from'])})" if report.get("upgraded_from") else ""),
+            _e(report.get("upgraded_from") or report.get("schema_version"))
+            + (f" (read as version {_e(report['schema_version'])})" if report.get("upgraded_from") else ""),
         ),
         ("started / finished", f"{_e(info.get('started_at', ''))} / {_e(info.get('finished_at', ''))}"),
         ("duration", f"{significant(info.get('duration_s'), 3)} s"),
