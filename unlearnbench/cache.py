@@ -200,7 +200,7 @@ def _decode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
 class SuiteMemo:
     """`metrics.core.ReferenceMemo` on the disk cache, for one suite's data:
     the one place reference-model work gets its cache key (the suite, its
-    data key (files and resolved parameters: `Bench.data_key`), the suite's code version, each model's fingerprint and
+    data key (files and resolved parameters: `SuiteDataStore.data_key`), the suite's code version, each model's fingerprint and
     dtype, and the work's own params)."""
 
     def __init__(self, disk: DiskCache, suite: str, data_fingerprint: str, version: int):
