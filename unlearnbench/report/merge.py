@@ -91,14 +91,14 @@ def merge_reports(reports: list[tuple[str, Report]], *, force: bool = False) -> 
     reference_code = {suite: code for run in runs for suite, code in run.reference_code.items()}
     if reference_code:
         merged["run"]["reference_code"] = reference_code
+    plains = [report.to_dict() for _, report in reports]  # each report's document, dumped once
     merged["merged_from"] = [
-        {"file": label, "run_id": r.run.id or None, "environment": r.to_dict().get("environment")}
-        for label, r in reports
+        {"file": label, "run_id": r.run.id or None, "environment": plain.get("environment")}
+        for (label, r), plain in zip(reports, plains)
     ]
     if problems:
         merged["merge_warnings"] = problems
-    for _, report in reports:
-        plain = report.to_dict()
+    for (_, report), plain in zip(reports, plains):
         merged["checkpoints"].update(plain["checkpoints"])
         for role, info in report.references.items():
             merged["references"][role] = merged["references"].get(role) or info
