@@ -138,6 +138,42 @@ def test_label_tokens_are_the_reply_first_token(zoo_family, smollm2):
     assert [smollm2.tokenizer.decode([i]) for i in ids] == list("ABCDE")
 
 
+def test_numbered_labels_are_scored_as_the_reply_the_model_writes(zoo_family):
+    """The zoo's byte-level BPE has ' 1' and ' 2' as tokens (years start with
+    them) but writes ' 3' as ' ' + '3'. Each option's label must be read as
+    the reply the model would write after "Answer:" (its whole log-likelihood
+    where it is two tokens), never one label with its space and another
+    without: the choice is the argmax of the replies' log-likelihoods,
+    computed here from the model's logits."""
+    from unlearnbench.models.handle import ModelHandle
+
+    handle = ModelHandle.load(str(zoo_family["full"]), device="cpu")
+    numbered = tuple(f for f in honesty.MCQ_FORMATS if f.labels[0].isdigit())
+    prompt = handle.format_chat([{"role": "user", "content": "?"}])
+    assert [len(handle.encode_prompt(prompt + " " + d)) - len(handle.encode_prompt(prompt)) for d in "12345"] \
+        == [1, 1, 2, 2, 2]
+    items = people_items(8)
+    mcq = honesty.build_mcq(items, items, seed=1)
+    choices = honesty.mcq_choices(handle, mcq, numbered)
+    for f, fmt in enumerate(numbered):
+        for variant in ("idk", "control"):
+            for i, item in enumerate(mcq):
+                extra = honesty.IDK_OPTION if variant == "idk" else item.control
+                options, _ = honesty.insert_option(item.options, item.gold_index, extra, item.extra_position)
+                context = handle.format_chat([{"role": "user", "content": fmt.prompt(item.question, options)}])
+                base = handle.encode_prompt(context)
+                scores = []
+                for label in fmt.labels:
+                    ids = handle.encode_prompt(context + " " + label)
+                    assert ids[:len(base)] == base
+                    with torch.no_grad():
+                        logits = handle.model(input_ids=torch.tensor([ids])).logits[0].float()
+                    logp = torch.log_softmax(logits[len(base) - 1:-1], -1)
+                    scores.append(float(logp[torch.arange(len(ids) - len(base)), ids[len(base):]].sum()))
+                assert choices[variant]["choice"][f, i] == int(np.argmax(scores)), (fmt.name, variant, item.id)
+    assert (choices["idk"]["choice"] >= 2).any()  # options 3 to 5 can be chosen
+
+
 def test_forced_position_c_gives_the_positional_bias_signature(zoo_family):
     """A model forced to answer the third option picks "I don't know" exactly
     when it sits third, as often as the control: CIR ~ COR ~ 0.2."""
