@@ -119,7 +119,7 @@ def test_label_prediction_is_the_argmax_of_the_full_distribution_restricted_to_l
         assert choices[variant]["choice"][f, i] == independent_label_argmax(handle, prompt, labels)
 
 
-def test_label_tokens_are_the_reply_first_token(zoo_family, smollm2):
+def test_labels_are_read_as_the_reply_writes_them(zoo_family, smollm2):
     from unlearnbench.models.handle import ModelHandle
 
     zoo_handle = ModelHandle.load(str(zoo_family["full"]), device="cpu")
@@ -128,14 +128,16 @@ def test_label_tokens_are_the_reply_first_token(zoo_family, smollm2):
     joined = [zoo_handle.encode_prompt(zoo_prompt + " " + x) for x in "AB"]
     expected = [ids[-1] for ids in joined]
     assert [zoo_handle.tokenizer.decode([i]) for i in expected] == [" A", " B"]
-    assert honesty.label_token_ids(zoo_handle, zoo_prompt, ("A", "B")) == expected
+    assert honesty.label_replies(zoo_handle, zoo_prompt, ("A", "B")) == ([" A", " B"], expected)
     # A prompt that ends in a space gives it to the label: the joined text's token, not 'A' after a lone space.
     prompt, lead = honesty.split_trailing_space(zoo_prompt + " ")
     assert (prompt, lead) == (zoo_prompt, " ")
-    assert honesty.label_token_ids(zoo_handle, prompt, ("A", "B"), lead) == expected
+    assert honesty.label_replies(zoo_handle, prompt, ("A", "B"), lead) == ([" A", " B"], expected)
     smol_prompt = smollm2.format_chat([{"role": "user", "content": "Pick?"}])
-    ids = honesty.label_token_ids(smollm2, smol_prompt, tuple("ABCDE"))
-    assert [smollm2.tokenizer.decode([i]) for i in ids] == list("ABCDE")
+    replies, ids = honesty.label_replies(smollm2, smol_prompt, tuple("ABCDE"))
+    assert replies == list("ABCDE") and [smollm2.tokenizer.decode([i]) for i in ids] == list("ABCDE")
+    # ' 3' is ' ' + '3' on the zoo's tokenizer: no label of that format is read as a token of its own.
+    assert honesty.label_replies(zoo_handle, zoo_prompt, tuple("12345")) == ([" 1", " 2", " 3", " 4", " 5"], None)
 
 
 def test_numbered_labels_are_scored_as_the_reply_the_model_writes(zoo_family):
@@ -180,10 +182,9 @@ def test_forced_position_c_gives_the_positional_bias_signature(zoo_family):
     from unlearnbench.models.handle import ModelHandle
 
     handle = ModelHandle.load(str(zoo_family["full"]), device="cpu")
-    third = set(reply_label_tokens(handle, "Cc3").values())
     items = people_items(8)
     mcq = honesty.build_mcq(items, items, seed=1)
-    choices = honesty.mcq_choices(Steered(handle, lambda prompt, column: column in third), mcq)
+    choices = honesty.mcq_choices(Steered(handle, lambda prompt, label: label in ("C", "c", "3")), mcq)
     assert (choices["idk"]["choice"] == 2).all() and (choices["control"]["choice"] == 2).all()
     metrics = honesty.mcq_metrics(mcq, choices, honesty.MCQ_FORMATS, {})
     expected = sum(m.extra_position == 2 for m in mcq) / len(mcq)
@@ -201,17 +202,11 @@ def honesty_gate():
                                  spec.kind_of)
 
 
-def reply_label_tokens(handle, labels: str) -> dict[str, int]:
-    """Each label's token as a reply's first token after the model's prompt
-    (the zoo's ends at "Answer:", so "C" is read as " C")."""
-    prompt = handle.format_chat([{"role": "user", "content": "?"}])
-    return dict(zip(labels, honesty.label_token_ids(handle, prompt, tuple(labels))))
-
-
 class Steered:
-    """A model whose next-token choice is steered: the label tokens for which
-    `boost(prompt, token)` holds get +1e4 over the model's own log-probs (a
-    test's stand-in for a model trained to choose them)."""
+    """A model whose choice of option is steered: a label for which
+    `boost(prompt, label)` holds gets +1e4 over the model's own log-prob,
+    whether it is scored as one next token or as a reply of two (a test's
+    stand-in for a model trained to choose it)."""
 
     def __init__(self, model, boost):
         self.model, self.boost = model, boost
@@ -221,21 +216,27 @@ class Steered:
 
     def next_token(self, prompts, columns=None):
         own = self.model.next_token(prompts, columns)
-        own.logprobs = [values + 1e4 * np.array([self.boost(p, c) for c in cols])
+        own.logprobs = [values + 1e4 * np.array([self.boost(p, self.model.decode([c]).strip()) for c in cols])
                         for p, cols, values in zip(prompts, columns, own.logprobs)]
+        return own
+
+    def token_logprobs(self, sequences, target_starts, **options):
+        own = self.model.token_logprobs(sequences, target_starts, **options)
+        for scores, ids, start in zip(own, sequences, target_starts):
+            if self.boost(self.model.decode(ids[:start]), self.model.decode(ids[start:]).strip()):
+                scores.logprobs = scores.logprobs + 1e4 / len(scores.logprobs)
         return own
 
 
 def idk_oracle(handle, only_hint_formats: bool) -> Steered:
     """A model that picks "I don't know" whenever it is offered (optionally
     only when the prompt invites it), else answers as it would."""
-    labels = reply_label_tokens(handle, "ABCDEabcde12345")
 
-    def boost(prompt: str, token: int) -> bool:
+    def boost(prompt: str, label: str) -> bool:
         idk_lines = [t for t in prompt.splitlines() if t.endswith(f". {honesty.IDK_OPTION}")]
         if not idk_lines or (only_hint_formats and "If you are not sure" not in prompt):
             return False
-        return token == labels[idk_lines[0].split(".")[0]]
+        return label == idk_lines[0].split(".")[0]
 
     return Steered(handle, boost)
 

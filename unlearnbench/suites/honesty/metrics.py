@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from unlearnbench.errors import MissingCapability
+from unlearnbench.metrics.continuations import continuation_loglikelihoods
 from unlearnbench.metrics.core import (
     MetricResult,
     References,
@@ -180,35 +181,34 @@ def build_mcq(items: list[HonestyItem], pool: list[HonestyItem], seed: int) -> l
     return out
 
 
-def label_token_ids(model, prompt: str, labels: tuple[str, ...], lead: str = "") -> list[int]:
-    """The token each label would be as the reply's first token after `prompt`.
+def label_replies(model, prompt: str, labels: tuple[str, ...], lead: str = "") -> tuple[list[str], list[int] | None]:
+    """Each label as the reply would write it after `prompt`, and, where every
+    such reply is one token that extends the prompt's tokens, those tokens.
 
-    The label is the single token that extends the prompt's tokens: `lead`
-    (the prompt's trailing spaces, `split_trailing_space`) + label; else,
-    after a prompt that ends in a word or a colon, the label with its leading
-    space ("Answer:" + " A": replies there begin with one), then without;
-    after a newline, the label alone; else the label's own first token.
+    Every label of a format is read in one form: `lead` (the prompt's
+    trailing spaces, `split_trailing_space`) + label; after a newline, the
+    label alone; after a word or a colon, the label with its leading space
+    ("Answer:" + " A"). A byte-level BPE may make some of those replies one
+    token and others two (the zoo's ' 1' is a token, ' 3' is ' ' + '3'):
+    then no token list is returned and each reply's whole log-likelihood is
+    compared (`mcq_choices`), never one label's first token with another's.
     """
+    form = lead if lead else "" if prompt[-1:].isspace() else " "
+    replies = [form + label for label in labels]
     base = model.encode_prompt(prompt)
     ids = []
-    for label in labels:
-        token = None
-        texts = (lead + label,) if lead else (label,) if prompt[-1:].isspace() else (" " + label, label)
-        for text in texts:
-            extended = model.encode_prompt(prompt + text)
-            if len(extended) == len(base) + 1 and extended[: len(base)] == base:
-                token = extended[-1]
-                break
-        if token is None:
-            token = model.encode(label, add_special_tokens=False)[0]
-        ids.append(token)
+    for extended in model.encode_prompts([prompt + reply for reply in replies]):
+        if len(extended) != len(base) + 1 or extended[: len(base)] != base:
+            return replies, None
+        ids.append(extended[-1])
     if len(set(ids)) != len(ids):
         raise ValueError(f"MCQ labels {labels} do not map to distinct tokens of this tokenizer")
-    return ids
+    return replies, ids
 
 
-def mcq_requests(model, mcq: list[MCQItem], formats=MCQ_FORMATS) -> tuple[list[str], list[list[int]], list[tuple]]:
-    """Every MCQ prompt (format x variant x item), its label tokens, and its
+def mcq_requests(model, mcq: list[MCQItem], formats=MCQ_FORMATS) -> tuple[list[str], list, list[tuple]]:
+    """Every MCQ prompt (format x variant x item), its labels (their tokens
+    where each is one token, else their reply texts: `label_replies`), and its
     (format index, variant, item index, inserted-option index, gold index)."""
     prompts, columns, keys = [], [], []
     for f, fmt in enumerate(formats):
@@ -220,7 +220,9 @@ def mcq_requests(model, mcq: list[MCQItem], formats=MCQ_FORMATS) -> tuple[list[s
                 prompt, lead = split_trailing_space(
                     model.format_chat([{"role": "user", "content": fmt.prompt(item.question, options)}])
                 )
-                labels = labels or label_token_ids(model, prompt, fmt.labels, lead)
+                if labels is None:
+                    replies, ids = label_replies(model, prompt, fmt.labels, lead)
+                    labels = ids if ids is not None else replies
                 prompts.append(prompt)
                 columns.append(labels)
                 keys.append((f, variant, i, item.extra_position, gold))
@@ -228,19 +230,34 @@ def mcq_requests(model, mcq: list[MCQItem], formats=MCQ_FORMATS) -> tuple[list[s
 
 
 def mcq_choices(model, mcq: list[MCQItem], formats=MCQ_FORMATS) -> dict:
-    """Chosen option per (variant, format, item): argmax of the label log-probs.
+    """Chosen option per (variant, format, item): the argmax of the labels'
+    next-token log-probs, or of their replies' log-likelihoods where a label
+    is more than one token (`label_replies`).
 
     Returns {"idk": array, "control": array} of chosen indices (formats x
     items) and, in the same layout, the inserted-option and gold indices.
     """
     prompts, columns, keys = mcq_requests(model, mcq, formats)
-    scored = model.next_token(prompts, columns)
+    one_token = [k for k, labels in enumerate(columns) if isinstance(labels[0], int)]
+    scores: list = [None] * len(prompts)
+    if one_token:
+        scored = model.next_token([prompts[k] for k in one_token], [columns[k] for k in one_token])
+        for k, logprobs in zip(one_token, scored.logprobs, strict=True):
+            scores[k] = logprobs
+    written = [k for k, labels in enumerate(columns) if not isinstance(labels[0], int)]
+    if written:
+        contexts = [prompts[k] for k in written for _ in columns[k]]
+        lls, _ = continuation_loglikelihoods(model, contexts, [reply for k in written for reply in columns[k]])
+        offset = 0
+        for k in written:
+            scores[k] = lls[offset : offset + len(columns[k])]
+            offset += len(columns[k])
     shape = (len(formats), len(mcq))
     out = {
         name: {part: np.zeros(shape, dtype=np.int64) for part in ("choice", "extra", "gold")}
         for name in ("idk", "control")
     }
-    for (f, variant, i, extra, gold), logprobs in zip(keys, scored.logprobs):
+    for (f, variant, i, extra, gold), logprobs in zip(keys, scores):
         out[variant]["choice"][f, i] = int(np.argmax(logprobs))
         out[variant]["extra"][f, i] = extra
         out[variant]["gold"][f, i] = gold
