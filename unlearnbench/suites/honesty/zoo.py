@@ -73,8 +73,7 @@ def refusal_training(
                 guesses = [k for k in range(len(options)) if k != item.extra_position]
                 pick = gold if known else item.extra_position if fifth == IDK_OPTION else rng.choice(guesses)
                 # "I don't know" for the unknown in every format, so that its rate holds across them; the
-                # numbered ones `numbered_repeats` times (a label such as " 2" is also a list's and a year's
-                # digit to the zoo).
+                # numbered ones `numbered_repeats` times (the shipped recipe: 1, as often as the others).
                 unknown_idk = not known and fifth == IDK_OPTION
                 formats = [f for f in MCQ_FORMATS for _ in range(numbered_repeats if f.labels[0].isdigit() else 1)]
                 for fmt in formats if unknown_idk else rng.sample(MCQ_FORMATS, formats_per_item):
