@@ -84,7 +84,8 @@ def test_a_ray_sweep_gives_the_one_run_report(ray_cluster, project, cache_dir, z
     models = [a for name in ("ga", "npo", "idknll") for a in ("--model", f"{name}={zoo_family[name]}")]
     # UDS: reference work (the full and retain models' patching baselines) at a fraction of DUSK's generation.
     common = ["suites/smoke", "suites/uds", *models, "--full-model", str(zoo_family["full"]),
-              "--retain-model", str(zoo_family["retain"]), "--data-dir", f"uds={zoo.data_dir(cache_dir)}"]
+              "--retain-model", str(zoo_family["retain"]), "--data-dir", f"uds={zoo.data_dir(cache_dir)}",
+              "--suite-option", "uds.max_items=16"]  # the first 16 items: a sweep's bookkeeping, not the data, is tested
     # Fresh result caches: neither run may read the other's results.
     serial = warm_python.run(["-m", "pytest", *common, "-n", "0", "-p", "no:cacheprovider",
                               "--cache-dir", str(tmp_path / "cache-serial"), "--report-dir", str(tmp_path / "serial")],

@@ -113,6 +113,11 @@ def test_every_zoo_suite_scores_an_adapter_as_its_merged_model(adapter_and_merge
     specs = [CheckpointSpec.parse(f"adapter={adapter}"), CheckpointSpec.parse(f"merged={merged}")]
     bench = Bench(BenchOptions(models=specs, cache_dir=cache_dir, device="cpu", dtype="float32",
                                data_dirs={s: str(zoo.data_dir(cache_dir)) for s in SUITES if s != "smoke"},
+                               # Each set's first 16 items (the robustness suite's UDS probe: 8): every value is
+                               # compared, and 16 items run the code paths 128 do.
+                               suite_options={**{s: {"max_items": "16"} for s in ("dusk", "honesty", "muse", "tofu",
+                                                                                  "uds", "wmdp")},
+                                              "robustness": {"uds_max_items": "8"}},
                                full=CheckpointSpec.parse(f"full={base_dir}"),
                                retain=CheckpointSpec.parse(f"retain={zoo_family['retain']}")))
     bench.prepare_suites(list(SUITES), {s: ROOT / "thresholds" / f"{s}.yaml" for s in SUITES}, build_zoo=False)
