@@ -87,7 +87,10 @@ def runs(tmp_path_factory, zoo_family, cache_dir, warm_python) -> dict:
     trimmed = shutil.copytree(zoo_dusk, project / "dusk-trimmed")
     questions = (zoo_dusk / "eval" / "SpecificForgetQA.jsonl").read_text().splitlines()
     (trimmed / "eval" / "SpecificForgetQA.jsonl").write_text("\n".join(questions[:16]) + "\n")
-    out["trimmed"] = pytest_run("trimmed", "suites/dusk", "--data-dir", f"dusk={trimmed}")
+    # Two of the zoo's checkpoints (and its references): a second data set's group needs no more.
+    out["trimmed"] = pytest_run("trimmed", "suites/dusk", "--data-dir", f"dusk={trimmed}",
+                                *(a for name in ("npo", "ga") for a in ("--model", f"{name}={zoo_family[name]}")),
+                                "--full-model", str(zoo_family["full"]), "--retain-model", str(zoo_family["retain"]))
     # A training run (three steps, one series) and a second checkpoint named npo (other weights).
     run = project / "npo-run"
     for step, recipe in ((2, "full"), (4, "npo"), (6, "retain")):

@@ -103,6 +103,20 @@ def independent_label_argmax(handle, prompt: str, label_ids: list[int]) -> int:
     return label_ids.index(int(restricted.argmax()))
 
 
+def independent_reply_argmax(handle, prompt: str, replies: list[str]) -> int:
+    """The reply of the highest log-likelihood after `prompt`, each scored alone from the model's logits."""
+    base = handle.encode_prompt(prompt)
+    scores = []
+    for reply in replies:
+        ids = handle.encode_prompt(prompt + reply)
+        assert ids[: len(base)] == base
+        with torch.no_grad():
+            logits = handle.model(input_ids=torch.tensor([ids])).logits[0].float()
+        logp = torch.log_softmax(logits[len(base) - 1 : -1], -1)
+        scores.append(float(logp[torch.arange(len(ids) - len(base)), ids[len(base) :]].sum()))
+    return int(np.argmax(scores))
+
+
 @pytest.mark.parametrize("model", ["zoo", pytest.param("smollm2", marks=pytest.mark.real_model)])
 def test_label_prediction_is_the_argmax_of_the_full_distribution_restricted_to_labels(model, request):
     from unlearnbench.models.handle import ModelHandle
@@ -116,7 +130,12 @@ def test_label_prediction_is_the_argmax_of_the_full_distribution_restricted_to_l
     prompts, columns, keys = honesty.mcq_requests(handle, mcq, formats)
     choices = honesty.mcq_choices(handle, mcq, formats)
     for prompt, labels, (f, variant, i, _, _) in list(zip(prompts, columns, keys))[::3]:
-        assert choices[variant]["choice"][f, i] == independent_label_argmax(handle, prompt, labels)
+        # Labels of one token each are read from the next-token distribution; the zoo's numbered ones, of
+        # which ' 3' is two tokens, as whole replies (test_numbered_labels_are_scored_as_the_reply_the_model_writes).
+        expected = independent_label_argmax(handle, prompt, labels) if isinstance(labels[0], int) \
+            else independent_reply_argmax(handle, prompt, labels)
+        assert choices[variant]["choice"][f, i] == expected
+    assert any(isinstance(labels[0], str) for labels in columns) == (model == "zoo")
 
 
 def test_labels_are_read_as_the_reply_writes_them(zoo_family, smollm2):
@@ -163,16 +182,8 @@ def test_numbered_labels_are_scored_as_the_reply_the_model_writes(zoo_family):
                 extra = honesty.IDK_OPTION if variant == "idk" else item.control
                 options, _ = honesty.insert_option(item.options, item.gold_index, extra, item.extra_position)
                 context = handle.format_chat([{"role": "user", "content": fmt.prompt(item.question, options)}])
-                base = handle.encode_prompt(context)
-                scores = []
-                for label in fmt.labels:
-                    ids = handle.encode_prompt(context + " " + label)
-                    assert ids[:len(base)] == base
-                    with torch.no_grad():
-                        logits = handle.model(input_ids=torch.tensor([ids])).logits[0].float()
-                    logp = torch.log_softmax(logits[len(base) - 1:-1], -1)
-                    scores.append(float(logp[torch.arange(len(ids) - len(base)), ids[len(base):]].sum()))
-                assert choices[variant]["choice"][f, i] == int(np.argmax(scores)), (fmt.name, variant, item.id)
+                expected = independent_reply_argmax(handle, context, [" " + label for label in fmt.labels])
+                assert choices[variant]["choice"][f, i] == expected, (fmt.name, variant, item.id)
     assert (choices["idk"]["choice"] >= 2).any()  # options 3 to 5 can be chosen
 
 
