@@ -46,6 +46,8 @@ class UnlearnbenchCallback(TrainerCallback):
     `--full-model` / `--retain-model` take them); `data_dirs`: {suite: DIR}
     as `--data-dir SUITE=DIR` (a suite without one has only its built-in
     data, as `smoke` does, or stops training at its start with one line);
+    `suite_options`: {suite: {key: value}} as `--suite-option SUITE.KEY=VALUE`
+    (`{"dusk": {"max_items": 32}}` evaluates each set's first 32 items);
     `thresholds`: {suite: YAML} for a suite's gate (default: its packaged
     gate); `stop_when="pass"` stops training at the first
     evaluation whose every check passes at the level of its look, alpha /
@@ -62,6 +64,7 @@ class UnlearnbenchCallback(TrainerCallback):
         full_model: str | None = None,
         retain_model: str | None = None,
         data_dirs: Mapping[str, str] | None = None,
+        suite_options: Mapping[str, Mapping[str, object]] | None = None,
         thresholds: Mapping[str, str] | None = None,
         stop_when: str | None = None,
         name: str | None = None,
@@ -99,6 +102,11 @@ class UnlearnbenchCallback(TrainerCallback):
             full_model=full_model,
             retain_model=retain_model,
             data_dirs=dict(data_dirs or {}),
+            suite_option=[
+                f"{suite}.{key}={value}"
+                for suite, values in (suite_options or {}).items()
+                for key, value in values.items()
+            ],
             cache_dir=Path(cache_dir) if cache_dir else DEFAULT_CACHE_DIR,
             device=device,
             seed=seed,
@@ -126,6 +134,7 @@ class UnlearnbenchCallback(TrainerCallback):
             data_dir=[
                 directory if suite == "*" else f"{suite}={directory}" for suite, directory in o["data_dirs"].items()
             ],
+            suite_option=o["suite_option"],
             cache_dir=o["cache_dir"],
             device=o["device"],
             seed=o["seed"],

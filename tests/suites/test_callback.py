@@ -69,8 +69,12 @@ def callback_for(zoo_family, cache_dir, **kwargs):
                                 data_dirs={s: str(zoo.data_dir(cache_dir)) for s in ("dusk", "honesty")}, **kwargs)
 
 
+# What the two tests below check is the same on each set's first 16 items as on all of them.
+FIRST_16 = {"suite_options": {"dusk": {"max_items": 16}, "honesty": {"max_items": 16}}}
+
+
 def test_the_callback_logs_each_evaluation_through_the_trainer_and_touches_nothing(zoo_family, cache_dir, tmp_path):
-    callback = callback_for(zoo_family, cache_dir)
+    callback = callback_for(zoo_family, cache_dir, **FIRST_16)
     trainer, before, after = train(zoo_family["full"], tmp_path / "run", callback)
     history = trainer.state.log_history
     evaluated = [h["step"] for h in history if "unlearnbench/dusk/verbatim_rougeL_f1" in h]
@@ -134,7 +138,7 @@ def test_stop_when_pass_stops_a_run_at_its_first_passing_evaluation(zoo_family, 
 def test_a_run_that_ends_between_evaluations_is_evaluated_at_its_last_step(zoo_family, cache_dir, tmp_path):
     """5 steps, every 2: evaluations at steps 2 and 4, and at 5 when training ends, so the curve ends where the
     run ends."""
-    callback = callback_for(zoo_family, cache_dir)
+    callback = callback_for(zoo_family, cache_dir, **FIRST_16)
     trainer, _, _ = train(zoo_family["full"], tmp_path / "run", callback, steps=5)
     assert callback.evaluated_steps == [2, 4, 5]
     assert [h["step"] for h in trainer.state.log_history if "unlearnbench/verdict_pass" in h] == [2, 4, 5]
@@ -211,3 +215,17 @@ def test_a_lora_run_on_smollm2_is_evaluated_while_training_and_its_saved_steps_a
         metrics = report["checkpoints"][f"smollm2-lora-checkpoint-{step}"]["suites"]["smoke"]["metrics"]
         assert metrics["mean_token_logprob"]["value"] == pytest.approx(value, abs=1e-5)
     assert f"series smollm2-lora: 2 steps" in done.stdout
+
+
+def test_a_suite_option_the_suite_does_not_have_fails_the_start_of_training_in_one_line(tmp_path, cache_dir):
+    """`suite_options` are read as `--suite-option` is, by the same parser, before the first step."""
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from unlearnbench.callbacks import UnlearnbenchCallback
+
+    callback = UnlearnbenchCallback(["dusk"], every_steps=2, suite_options={"dusk": {"max_itmes": 16}},
+                                    cache_dir=cache_dir)
+    args = TrainingArguments(output_dir=str(tmp_path / "run"), report_to=[], use_cpu=True)
+    with pytest.raises(UnlearnbenchError, match=r"dusk\.max_itmes") as raised:
+        callback.on_train_begin(args, TrainerState(), TrainerControl())
+    assert len(str(raised.value).splitlines()) == 1
