@@ -31,10 +31,6 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 # progress and pick devices as workers of this run), and each worker (with
 # what it starts) computes on one thread: two workers with torch's default
 # thread pools would oversubscribe the cores and run slower than one process.
-# OpenMP threads that wait by sleeping, not spinning: a run the tests start with two torch threads (the main job's)
-# beside the other xdist worker otherwise spins on cores the others need. Measured on 2 cores: the honesty suite on
-# one zoo checkpoint, two threads, beside a busy process: 26 s spinning, 17 s sleeping (alone: 14 s either way).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     if "torch" in sys.modules:
